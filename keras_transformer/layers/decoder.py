@@ -1,0 +1,214 @@
+"""The decoder stack, section 3.1 of the paper."""
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.decoder_layer import DecoderLayer
+from keras_transformer.layers.positional_encoding import PositionalEncoding
+from keras_transformer.validation import check_positive_int
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Decoder(keras.layers.Layer):
+    """Positional encoding, dropout, then `N` identical `DecoderLayer`s.
+
+    The input is a sequence of target embeddings (e.g. from the same
+    `SharedEmbedding` as the encoder's), the output the hidden states that
+    `SharedEmbedding(..., reverse=True)` turns into logits. With
+    `norm_first=True` a final LayerNorm follows the stack.
+
+    For incremental decoding, `init_cache(memory, max_length)` gives one
+    `(self_cache, cross_cache)` pair per layer; each call with `cache` and
+    `cache_index=t` then processes the new position(s) only.
+
+    Args:
+        num_layers: `N` (6 in the paper).
+        num_heads: attention heads `h`.
+        d_ff: inner size of the feed-forward networks.
+        dropout: dropout rate on the embeddings and every sublayer.
+        attention_dropout: dropout rate on the attention weights.
+        max_length: longest sequence the positional encoding covers.
+        learned_positions: learned positional embeddings instead of sinusoids.
+        activation: activation of the feed-forward networks.
+        norm_first: pre-LN instead of the paper's post-LN.
+        layer_norm_epsilon: epsilon of the layer normalizations.
+        **kwargs: passed to `keras.layers.Layer`.
+
+    Call arguments:
+        x: `(B, T, D)` target embeddings.
+        memory: `(B, S, D)` encoder output.
+        x_mask: `(B, T)` target padding mask; defaults to `x`'s Keras mask.
+        memory_mask: `(B, S)` source padding mask; defaults to `memory`'s
+            Keras mask.
+        cache: list of per-layer caches from `init_cache`, or `None`.
+        cache_index: position of `x[:, 0]` when decoding with `cache`.
+        training: whether dropout is active.
+        return_attention_scores: also return
+            `{"self_attention": [...], "cross_attention": [...]}`, one
+            `(B, H, T, T)` / `(B, H, T, S)` tensor per layer.
+
+    Returns:
+        `(B, T, D)`; with `return_attention_scores`, `(outputs, scores)`;
+        with `cache`, the updated cache is appended.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_transformer.layers import SharedEmbedding
+    >>> embedding = SharedEmbedding(vocab_size=10, d_model=8)
+    >>> memory = embedding(np.array([[5, 6, 7, 0]]))
+    >>> x = embedding(np.array([[2, 8, 9]]))
+    >>> y = Decoder(num_layers=2, num_heads=2, d_ff=16)(x, memory)
+    >>> tuple(embedding(y, reverse=True).shape)
+    (1, 3, 10)
+
+    References:
+        Vaswani et al. 2017, "Attention Is All You Need", sections 3.1, 5.4.
+    """
+
+    def __init__(
+        self,
+        num_layers=6,
+        num_heads=8,
+        d_ff=2048,
+        dropout=0.1,
+        attention_dropout=0.0,
+        max_length=2048,
+        learned_positions=False,
+        activation="relu",
+        norm_first=False,
+        layer_norm_epsilon=1e-6,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("num_layers", num_layers)
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.d_ff = d_ff
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.max_length = max_length
+        self.learned_positions = learned_positions
+        self.activation = activation
+        self.norm_first = norm_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.supports_masking = True
+
+    def build(self, x_shape, memory_shape=None):
+        input_shape = x_shape
+        memory_shape = x_shape if memory_shape is None else memory_shape
+        self.positional_encoding = PositionalEncoding(
+            self.max_length,
+            learned=self.learned_positions,
+            dtype=self.dtype_policy,
+            name="positional_encoding",
+        )
+        self.positional_encoding.build(input_shape)
+        self.embedding_dropout = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy, name="embedding_dropout"
+        )
+        self.layers = []
+        for i in range(self.num_layers):
+            layer = DecoderLayer(
+                self.num_heads,
+                self.d_ff,
+                dropout=self.dropout,
+                attention_dropout=self.attention_dropout,
+                activation=self.activation,
+                norm_first=self.norm_first,
+                layer_norm_epsilon=self.layer_norm_epsilon,
+                dtype=self.dtype_policy,
+                name=f"layer_{i}",
+            )
+            layer.build(input_shape, memory_shape)
+            self.layers.append(layer)
+        self.final_norm = None
+        if self.norm_first:
+            self.final_norm = keras.layers.LayerNormalization(
+                epsilon=self.layer_norm_epsilon,
+                dtype=self.dtype_policy,
+                name="final_norm",
+            )
+            self.final_norm.build(input_shape)
+
+    def call(
+        self,
+        x,
+        memory,
+        x_mask=None,
+        memory_mask=None,
+        cache=None,
+        cache_index=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        start = 0 if cache is None else cache_index
+        x = self.positional_encoding(x, start_index=start)
+        x = self.embedding_dropout(x, training=training)
+        scores = {"self_attention": [], "cross_attention": []}
+        new_cache = []
+        for i, layer in enumerate(self.layers):
+            out = layer(
+                x,
+                memory,
+                x_mask=x_mask,
+                memory_mask=memory_mask,
+                cache=None if cache is None else cache[i],
+                cache_index=cache_index,
+                training=training,
+                return_attention_scores=True,
+            )
+            x = out[0]
+            scores["self_attention"].append(out[1])
+            scores["cross_attention"].append(out[2])
+            if cache is not None:
+                new_cache.append(out[3])
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        results = (x,)
+        if return_attention_scores:
+            results += (scores,)
+        if cache is not None:
+            results += (new_cache,)
+        return results[0] if len(results) == 1 else results
+
+    def init_cache(self, memory, max_length):
+        """Per-layer `(self_cache, cross_cache)` for incremental decoding.
+
+        Args:
+            memory: `(B, S, D)` encoder output.
+            max_length: number of target positions to reserve.
+
+        Returns:
+            A list of `num_layers` pairs of `(keys, values)` tensors.
+        """
+        batch_size = ops.shape(memory)[0]
+        return [
+            (
+                layer.empty_self_cache(batch_size, max_length),
+                layer.compute_cross_cache(memory),
+            )
+            for layer in self.layers
+        ]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            max_length=self.max_length,
+            learned_positions=self.learned_positions,
+            activation=self.activation,
+            norm_first=self.norm_first,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+        )
+        return config
+
+    def compute_output_spec(self, *args, **kwargs):
+        return keras.Operation.compute_output_spec(self, *args, **kwargs)
+
+    def compute_output_shape(self, x_shape, memory_shape=None):
+        return x_shape

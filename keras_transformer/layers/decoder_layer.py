@@ -1,0 +1,212 @@
+"""One layer of the decoder stack, section 3.1 of the paper."""
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.masking import causal_mask
+from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+from keras_transformer.layers.pointwise_feed_forward import PointwiseFeedForward
+from keras_transformer.layers.residual import add_norm, head_dim, layer_norm, pre_norm
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class DecoderLayer(keras.layers.Layer):
+    """Masked self-attention, encoder-decoder attention, feed-forward.
+
+    Each of the three sublayers is residual, with dropout and LayerNorm as in
+    `EncoderLayer` (post-LN by default, pre-LN with `norm_first=True`). The
+    self-attention is causal: position `t` sees target positions `<= t` only.
+
+    For incremental decoding pass `cache=(self_cache, cross_cache)` and
+    `cache_index=t`: `x` holds the new position(s) only, the self-attention
+    keys/values are written into `self_cache` at `t`, and the cross-attention
+    uses the precomputed `cross_cache` (see `compute_cross_cache`).
+
+    Args:
+        num_heads: attention heads `h`.
+        d_ff: inner size of the feed-forward network.
+        dropout: residual dropout rate `P_drop`.
+        attention_dropout: dropout rate on the attention weights.
+        activation: activation of the feed-forward network.
+        norm_first: pre-LN instead of the paper's post-LN.
+        layer_norm_epsilon: epsilon of the layer normalizations.
+        **kwargs: passed to `keras.layers.Layer`.
+
+    Call arguments:
+        x: `(B, T, D)` target embeddings.
+        memory: `(B, S, D)` encoder output.
+        x_mask: `(B, T)` target padding mask; defaults to `x`'s Keras mask.
+        memory_mask: `(B, S)` source padding mask; defaults to `memory`'s
+            Keras mask.
+        cache: `(self_cache, cross_cache)`, each a `(keys, values)` pair of
+            `(B, L, H, K)` tensors, or `None`.
+        cache_index: position of `x[:, 0]` when decoding with `cache`.
+        training: whether dropout is active.
+        return_attention_scores: also return the self `(B, H, T, T)` and
+            cross `(B, H, T, S)` attention weights.
+
+    Returns:
+        `(B, T, D)`; with `return_attention_scores`, `(x, self_scores,
+        cross_scores)`; with `cache`, the updated cache is appended.
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = DecoderLayer(num_heads=2, d_ff=16)
+    >>> x = np.zeros((2, 4, 8), "float32")
+    >>> memory = np.zeros((2, 6, 8), "float32")
+    >>> y, self_w, cross_w = layer(x, memory, return_attention_scores=True)
+    >>> tuple(y.shape), tuple(self_w.shape), tuple(cross_w.shape)
+    ((2, 4, 8), (2, 2, 4, 4), (2, 2, 4, 6))
+
+    References:
+        Vaswani et al. 2017, "Attention Is All You Need", sections 3.1, 3.2.3.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        d_ff,
+        dropout=0.1,
+        attention_dropout=0.0,
+        activation="relu",
+        norm_first=False,
+        layer_norm_epsilon=1e-6,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.d_ff = d_ff
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation = activation
+        self.norm_first = norm_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.supports_masking = True
+
+    def build(self, x_shape, memory_shape=None):
+        memory_shape = x_shape if memory_shape is None else memory_shape
+        d_model = x_shape[-1]
+        key_dim = head_dim(d_model, self.num_heads)
+        self.self_attention, self.cross_attention = (
+            MultiHeadAttention(
+                self.num_heads,
+                key_dim=key_dim,
+                dropout=self.attention_dropout,
+                dtype=self.dtype_policy,
+                name=name,
+            )
+            for name in ("self_attention", "cross_attention")
+        )
+        self.self_attention.build(x_shape, x_shape)
+        self.cross_attention.build(x_shape, memory_shape)
+        self.feed_forward = PointwiseFeedForward(
+            self.d_ff,
+            activation=self.activation,
+            dtype=self.dtype_policy,
+            name="feed_forward",
+        )
+        self.feed_forward.build(x_shape)
+        self.self_attention_norm, self.cross_attention_norm, self.feed_forward_norm = (
+            layer_norm(self, name, x_shape)
+            for name in (
+                "self_attention_norm",
+                "cross_attention_norm",
+                "feed_forward_norm",
+            )
+        )
+        self.residual_dropout = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy, name="residual_dropout"
+        )
+
+    def call(
+        self,
+        x,
+        memory,
+        x_mask=None,
+        memory_mask=None,
+        cache=None,
+        cache_index=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        self_cache, cross_cache = (None, None) if cache is None else cache
+        # Masked multi-head self-attention
+        residual = x
+        x = pre_norm(self, self.self_attention_norm, x)
+        if cache is None:
+            self_out = self.self_attention(
+                x,
+                x,
+                value_mask=x_mask,
+                use_causal_mask=True,
+                return_attention_scores=True,
+                training=training,
+            )
+        else:
+            # Attend to cached slots 0 .. cache_index + t only.
+            allowed = causal_mask(
+                ops.shape(x)[1], ops.shape(self_cache[0])[1], query_offset=cache_index
+            )
+            self_out = self.self_attention(
+                x,
+                x,
+                attention_mask=allowed,
+                return_attention_scores=True,
+                training=training,
+                cache=self_cache,
+                cache_update_index=cache_index,
+            )
+        x, self_scores = self_out[0], self_out[1]
+        x = add_norm(self, self.self_attention_norm, residual, x, training)
+        # Multi-head encoder-decoder attention
+        residual = x
+        x = pre_norm(self, self.cross_attention_norm, x)
+        x, cross_scores = self.cross_attention(
+            x,
+            memory,
+            value_mask=memory_mask,
+            return_attention_scores=True,
+            training=training,
+            cache=cross_cache,
+        )[:2]
+        x = add_norm(self, self.cross_attention_norm, residual, x, training)
+        # Position-wise feed-forward
+        residual = x
+        x = pre_norm(self, self.feed_forward_norm, x)
+        x = self.feed_forward(x, training=training)
+        x = add_norm(self, self.feed_forward_norm, residual, x, training)
+
+        results = (x,)
+        if return_attention_scores:
+            results += (self_scores, cross_scores)
+        if cache is not None:
+            results += ((self_out[2], cross_cache),)
+        return results[0] if len(results) == 1 else results
+
+    def compute_cross_cache(self, memory):
+        """Cross-attention keys and values of `memory`, once per sentence."""
+        return self.cross_attention.compute_cache(memory)
+
+    def empty_self_cache(self, batch_size, max_length):
+        """Zero self-attention keys and values for `max_length` positions."""
+        return self.self_attention.empty_cache(batch_size, max_length)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_heads=self.num_heads,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            activation=self.activation,
+            norm_first=self.norm_first,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+        )
+        return config
+
+    def compute_output_spec(self, *args, **kwargs):
+        return keras.Operation.compute_output_spec(self, *args, **kwargs)
+
+    def compute_output_shape(self, x_shape, memory_shape=None):
+        return x_shape

@@ -1,0 +1,273 @@
+"""Multi-head attention, section 3.2.2 of the paper."""
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.masking import causal_mask, merge_masks
+from keras_transformer.layers.scaled_dot_product_attention import (
+    check_broadcastable,
+    scaled_dot_product_attention,
+)
+from keras_transformer.validation import check_positive_int, check_rate
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MultiHeadAttention(keras.layers.Layer):
+    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O.
+
+    Each head is `Attention(Q W_i^Q, K W_i^K, V W_i^V)`. The call signature
+    follows `keras.layers.MultiHeadAttention`, but unlike it this layer passes
+    the query's Keras mask on, reports `(B, H, T, S)` scores also symbolically,
+    and has a key/value cache for incremental decoding.
+
+    Args:
+        num_heads: `h`, number of attention heads.
+        key_dim: `d_k`, size of each head's query and key; defaults to
+            `d_model // num_heads`, where `d_model` is the query's last axis.
+        value_dim: `d_v`, size of each head's value; defaults to `key_dim`.
+        dropout: dropout rate on the attention weights.
+        use_bias: whether the projections have biases.
+        output_dim: size of the output; defaults to the query's last axis.
+        kernel_initializer: initializer of the projection matrices.
+        **kwargs: passed to `keras.layers.Layer`.
+
+    Call arguments:
+        query: `(B, T, D)`.
+        value: `(B, S, D_v)`.
+        key: `(B, S, D_k)`; defaults to `value`.
+        attention_mask: boolean `(B, T, S)`, `True` = may attend.
+        use_causal_mask: also forbid attending to later positions.
+        return_attention_scores: also return the `(B, H, T, S)` weights.
+        training: whether dropout is active.
+        cache: `(keys, values)`, each `(B, L, H, K)`, of earlier positions.
+            With `cache_update_index`, this call's keys and values are written
+            into the cache at that index and attention reads the whole cache
+            (mask unwritten slots with `attention_mask`). Without it the cache
+            is used as is: cross-attention over a precomputed memory.
+        cache_update_index: integer position where this call's keys and values
+            go in `cache`.
+        query_mask, value_mask, key_mask: `(B, T)` / `(B, S)` padding masks;
+            filled in from the inputs' Keras masks.
+
+    Returns:
+        `(B, T, output_dim)`; with `return_attention_scores`, a tuple
+        `(output, scores)`; with `cache`, the updated cache is appended.
+
+    Example:
+
+    >>> import numpy as np
+    >>> mha = MultiHeadAttention(num_heads=2)
+    >>> x = np.zeros((1, 3, 8), "float32")
+    >>> memory = np.zeros((1, 5, 8), "float32")
+    >>> out, scores = mha(x, memory, return_attention_scores=True)
+    >>> tuple(out.shape), tuple(scores.shape)
+    ((1, 3, 8), (1, 2, 3, 5))
+
+    References:
+        Vaswani et al. 2017, "Attention Is All You Need", section 3.2.2.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim=None,
+        value_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        output_dim=None,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("num_heads", num_heads)
+        check_rate("dropout", dropout)
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim
+        self.dropout = dropout
+        self.use_bias = use_bias
+        self.output_dim = output_dim
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.supports_masking = True
+
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        value_shape = query_shape if value_shape is None else value_shape
+        key_shape = value_shape if key_shape is None else key_shape
+        for name, shape in (
+            ("query", query_shape),
+            ("value", value_shape),
+            ("key", key_shape),
+        ):
+            if len(shape) != 3:
+                raise ValueError(
+                    f"`{name}` must have rank 3 (batch_size, seq_len, dim). "
+                    f"Received: {name}.shape={tuple(shape)}"
+                )
+        d_model = query_shape[-1]
+        if self.key_dim is None and d_model % self.num_heads:
+            raise ValueError(
+                "d_model must be divisible by num_heads. "
+                f"Received: d_model={d_model}, num_heads={self.num_heads}"
+            )
+        self._key_dim = self.key_dim or d_model // self.num_heads
+        self._value_dim = self.value_dim or self._key_dim
+        self._output_dim = self.output_dim or d_model
+        h, k, v = self.num_heads, self._key_dim, self._value_dim
+        self.query_kernel, self.query_bias = self._projection("query", d_model, h, k)
+        self.key_kernel, self.key_bias = self._projection("key", key_shape[-1], h, k)
+        self.value_kernel, self.value_bias = self._projection(
+            "value", value_shape[-1], h, v
+        )
+        self.output_kernel = self.add_weight(
+            name="output_kernel",
+            shape=(h, v, self._output_dim),
+            initializer=self.kernel_initializer,
+        )
+        self.output_bias = (
+            self.add_weight(
+                name="output_bias", shape=(self._output_dim,), initializer="zeros"
+            )
+            if self.use_bias
+            else None
+        )
+        self.attention_dropout = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy, name="attention_dropout"
+        )
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+        cache=None,
+        cache_update_index=None,
+    ):
+        key = value if key is None else key
+        key_mask = value_mask if key_mask is None else key_mask
+        # Project: (B, T, D) -> (B, T, H, K); keys/values (B, S, H, K).
+        q = self._project(query, self.query_kernel, self.query_bias)
+        if cache is not None and cache_update_index is None:
+            k, v = cache  # Precomputed memory (cross-attention).
+        else:
+            k = self._project(key, self.key_kernel, self.key_bias)
+            v = self._project(value, self.value_kernel, self.value_bias)
+            if cache is not None:
+                k = _write(cache[0], k, cache_update_index)
+                v = _write(cache[1], v, cache_update_index)
+                key_mask = None  # Cached slots are masked by `attention_mask`.
+        if use_causal_mask:
+            offset = 0 if cache_update_index is None else cache_update_index
+            causal = causal_mask(ops.shape(q)[1], ops.shape(k)[1], offset)
+            attention_mask = merge_masks(attention_mask=attention_mask, key_mask=None)
+            attention_mask = (
+                causal
+                if attention_mask is None
+                else ops.logical_and(attention_mask, causal)
+            )
+        if attention_mask is not None:
+            check_broadcastable(
+                "attention_mask",
+                tuple(attention_mask.shape),
+                (q.shape[0], q.shape[1], k.shape[1]),
+            )
+        mask = merge_masks(query_mask, key_mask, attention_mask)
+        if mask is not None:
+            mask = ops.expand_dims(mask, axis=1)  # (B, 1, T, S): all heads.
+        # Heads first: (B, H, T, K) x (B, H, S, K) -> (B, H, T, S)
+        output, scores = scaled_dot_product_attention(
+            ops.transpose(q, (0, 2, 1, 3)),
+            ops.transpose(k, (0, 2, 1, 3)),
+            ops.transpose(v, (0, 2, 1, 3)),
+            mask=mask,
+            dropout=lambda w: self.attention_dropout(w, training=training),
+        )
+        # Concat heads and W^O: (B, H, T, V) -> (B, T, D)
+        output = ops.einsum("bhtv,hvd->btd", output, self.output_kernel)
+        if self.output_bias is not None:
+            output = output + self.output_bias
+        results = (output,)
+        if return_attention_scores:
+            results += (scores,)
+        if cache is not None:
+            results += ((k, v),)
+        return results[0] if len(results) == 1 else results
+
+    def compute_cache(self, value, key=None):
+        """Keys and values of `value` for cross-attention decoding.
+
+        Args:
+            value: `(B, S, D)` memory (the encoder output).
+            key: `(B, S, D)`; defaults to `value`.
+
+        Returns:
+            `(keys, values)`, each `(B, S, H, K)`, to pass as `cache`.
+        """
+        key = value if key is None else key
+        return (
+            self._project(key, self.key_kernel, self.key_bias),
+            self._project(value, self.value_kernel, self.value_bias),
+        )
+
+    def empty_cache(self, batch_size, max_length):
+        """Zero `(keys, values)` of `max_length` slots for self-attention."""
+        k_shape = (batch_size, max_length, self.num_heads, self._key_dim)
+        v_shape = (batch_size, max_length, self.num_heads, self._value_dim)
+        return (
+            ops.zeros(k_shape, self.compute_dtype),
+            ops.zeros(v_shape, self.compute_dtype),
+        )
+
+    def _projection(self, name, input_dim, heads, dim):
+        kernel = self.add_weight(
+            name=f"{name}_kernel",
+            shape=(input_dim, heads, dim),
+            initializer=self.kernel_initializer,
+        )
+        bias = (
+            self.add_weight(
+                name=f"{name}_bias", shape=(heads, dim), initializer="zeros"
+            )
+            if self.use_bias
+            else None
+        )
+        return kernel, bias
+
+    def _project(self, x, kernel, bias):
+        # (B, T, D) x (D, H, K) -> (B, T, H, K)
+        y = ops.einsum("btd,dhk->bthk", x, kernel)
+        return y if bias is None else y + bias
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_heads=self.num_heads,
+            key_dim=self.key_dim,
+            value_dim=self.value_dim,
+            dropout=self.dropout,
+            use_bias=self.use_bias,
+            output_dim=self.output_dim,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+        )
+        return config
+
+    def compute_output_spec(self, *args, **kwargs):
+        # Trace `call`, so the optional scores (B, H, T, S) and cache outputs
+        # get their true symbolic shapes (T != S in cross-attention).
+        return keras.Operation.compute_output_spec(self, *args, **kwargs)
+
+    def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
+        output_dim = self.output_dim or query_shape[-1]
+        return (*query_shape[:-1], output_dim)
+
+
+def _write(cache, update, index):
+    """Writes `update` (B, t, H, K) into `cache` (B, L, H, K) at `index`."""
+    start = [0, index, 0, 0]
+    return ops.slice_update(cache, start, update)

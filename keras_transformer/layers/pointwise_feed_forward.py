@@ -1,0 +1,102 @@
+"""Position-wise feed-forward network, section 3.3 of the paper."""
+
+import keras
+
+from keras_transformer.validation import check_positive_int, check_rate
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class PointwiseFeedForward(keras.layers.Layer):
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied at every position.
+
+    As the paper puts it, "two convolutions with kernel size 1": two `Conv1D`
+    layers, `d_model -> d_ff -> d_model`. Positions never mix, so the
+    layer's Keras mask is passed on unchanged.
+
+    Args:
+        d_ff: inner size (2048 in the base model).
+        dropout: dropout rate after the activation.
+        activation: activation of the inner layer.
+        kernel_initializer: initializer of both kernels.
+        **kwargs: passed to `keras.layers.Layer`.
+
+    Call arguments:
+        x: `(B, T, D)`.
+        training: whether dropout is active.
+
+    Returns:
+        `(B, T, D)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> ffn = PointwiseFeedForward(d_ff=32)
+    >>> tuple(ffn(np.zeros((2, 5, 8), "float32")).shape)
+    (2, 5, 8)
+
+    References:
+        Vaswani et al. 2017, "Attention Is All You Need", section 3.3.
+    """
+
+    def __init__(
+        self,
+        d_ff,
+        dropout=0.0,
+        activation="relu",
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("d_ff", d_ff)
+        check_rate("dropout", dropout)
+        self.d_ff = d_ff
+        self.dropout = dropout
+        self.activation = keras.activations.get(activation)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        if len(input_shape) != 3:
+            raise ValueError(
+                "`x` must have rank 3 (batch_size, seq_len, d_model). "
+                f"Received: x.shape={tuple(input_shape)}"
+            )
+        d_model = input_shape[-1]
+        self.inner = keras.layers.Conv1D(
+            self.d_ff,
+            1,
+            activation=self.activation,
+            name="inner",
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+        )
+        self.inner.build(input_shape)
+        self.inner_dropout = keras.layers.Dropout(
+            self.dropout, name="inner_dropout", dtype=self.dtype_policy
+        )
+        self.outer = keras.layers.Conv1D(
+            d_model,
+            1,
+            name="outer",
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+        )
+        self.outer.build((*input_shape[:-1], self.d_ff))
+
+    def call(self, x, training=None):
+        h = self.inner(x)  # (B, T, d_ff)
+        h = self.inner_dropout(h, training=training)
+        return self.outer(h)  # (B, T, D)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+            activation=keras.activations.serialize(self.activation),
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+        )
+        return config
+
+    def compute_output_shape(self, input_shape):
+        return input_shape

@@ -1,0 +1,109 @@
+"""Token embeddings shared with the pre-softmax projection, section 3.4."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.masking import padding_mask
+from keras_transformer.validation import check_positive_int
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class SharedEmbedding(keras.layers.Layer):
+    """One matrix `U` for the input embeddings and the output projection.
+
+    `layer(ids)` looks up `U[ids] * sqrt(d_model)` and marks id 0 as padding
+    with a Keras mask; `layer(x, reverse=True)` gives the logits `x Uᵀ`. One
+    instance serves the encoder input, the decoder input and the pre-softmax
+    linear transformation: the paper's three-way weight tying.
+
+    Args:
+        vocab_size: number of token ids (including the reserved ones).
+        d_model: embedding size.
+        embeddings_initializer: defaults to a normal distribution with
+            standard deviation `d_model ** -0.5`, so scaled embeddings have
+            unit variance.
+        **kwargs: passed to `keras.layers.Layer`.
+
+    Call arguments:
+        inputs: integer ids `(B, T)`, or with `reverse=True` float `(B, T, D)`.
+        reverse: project to vocabulary logits instead of embedding.
+
+    Returns:
+        `(B, T, D)` embeddings, or `(B, T, vocab_size)` logits with `reverse`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> emb = SharedEmbedding(vocab_size=10, d_model=4)
+    >>> x = emb(np.array([[3, 5, 0]]))
+    >>> tuple(x.shape), tuple(emb(x, reverse=True).shape)
+    ((1, 3, 4), (1, 3, 10))
+    >>> len(emb.weights)
+    1
+
+    References:
+        Vaswani et al. 2017, "Attention Is All You Need", section 3.4.
+    """
+
+    def __init__(self, vocab_size, d_model, embeddings_initializer=None, **kwargs):
+        super().__init__(**kwargs)
+        for name, value in (("vocab_size", vocab_size), ("d_model", d_model)):
+            check_positive_int(name, value)
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        if embeddings_initializer is None:
+            embeddings_initializer = keras.initializers.RandomNormal(
+                stddev=d_model**-0.5
+            )
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+        self.supports_masking = True
+
+    def build(self, input_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocab_size, self.d_model),
+            initializer=self.embeddings_initializer,
+        )
+
+    def call(self, inputs, reverse=False):
+        if reverse:
+            # (B, T, D) x (V, D)ᵀ -> (B, T, V)
+            return ops.matmul(
+                inputs, ops.transpose(ops.cast(self.embeddings, inputs.dtype))
+            )
+        if "int" not in str(inputs.dtype):
+            raise ValueError(
+                "`inputs` must be integer token ids. "
+                f"Received: inputs.dtype={inputs.dtype}"
+            )
+        x = ops.take(self.embeddings, inputs, axis=0)
+        return x * ops.cast(math.sqrt(self.d_model), x.dtype)
+
+    def compute_mask(self, inputs, mask=None):
+        # Logits carry no mask: losses here handle padding themselves, and a
+        # Keras mask would make Keras reweight them a second time.
+        if "int" in str(inputs.dtype):
+            return padding_mask(inputs)
+        return None
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            d_model=self.d_model,
+            embeddings_initializer=keras.initializers.serialize(
+                self.embeddings_initializer
+            ),
+        )
+        return config
+
+    def compute_output_spec(self, inputs, reverse=False):
+        # Trace `call`: the shape depends on `reverse`, a non-tensor argument.
+        return keras.Operation.compute_output_spec(self, inputs, reverse=reverse)
+
+    def compute_output_shape(self, input_shape, reverse=False):
+        if reverse:
+            return (*input_shape[:-1], self.vocab_size)
+        return (*input_shape, self.d_model)
