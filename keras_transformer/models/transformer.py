@@ -1,0 +1,262 @@
+"""The Transformer, Figure 1 of the paper."""
+
+import keras
+from keras import ops
+
+from keras_transformer.layers import Decoder, Encoder, SharedEmbedding
+from keras_transformer.layers.masking import padding_mask
+from keras_transformer.models.presets import PRESETS
+from keras_transformer.validation import check_positive_int
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Transformer(keras.Model):
+    """Encoder-decoder Transformer for translation with one shared vocabulary.
+
+    Source and target share one subword vocabulary and one embedding matrix,
+    used three times: encoder input, decoder input and the pre-softmax
+    projection (section 3.4). Id 0 is padding.
+
+    Args:
+        vocab_size: size of the shared vocabulary.
+        num_layers: `N`, layers in each of the encoder and decoder stacks.
+        d_model: model dimension.
+        num_heads: attention heads `h`; must divide `d_model`.
+        d_ff: inner size of the feed-forward networks.
+        dropout: `P_drop`, on embeddings and every sublayer's output.
+        max_length: longest source or target sequence.
+        learned_positions: learned positional embeddings (Table 3, row E).
+        norm_first: pre-LN sublayers instead of the paper's post-LN.
+        attention_dropout: dropout on attention weights (0 in the paper).
+        **kwargs: passed to `keras.Model` (e.g. `name`, `dtype`).
+
+    Call arguments:
+        inputs: `(source_ids, target_in)`, integer `(B, S)` and `(B, T)`.
+        training: whether dropout is active.
+        return_attention_scores: also return `{"encoder": [...],
+            "decoder_self": [...], "decoder_cross": [...]}`, one
+            `(B, H, ., .)` tensor per layer.
+
+    Returns:
+        float32 logits `(B, T, vocab_size)` (and the scores if asked).
+
+    Example:
+
+    >>> import numpy as np
+    >>> model = Transformer.from_preset("tiny", vocab_size=100)
+    >>> logits = model((np.array([[5, 6, 7, 3]]), np.array([[2, 8, 9]])))
+    >>> tuple(logits.shape)
+    (1, 3, 100)
+
+    References:
+        Vaswani et al. 2017, "Attention Is All You Need", section 3, Figure 1.
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        num_layers=6,
+        d_model=512,
+        num_heads=8,
+        d_ff=2048,
+        dropout=0.1,
+        max_length=256,
+        learned_positions=False,
+        norm_first=False,
+        attention_dropout=0.0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for name, value in (
+            ("vocab_size", vocab_size),
+            ("num_layers", num_layers),
+            ("d_model", d_model),
+            ("num_heads", num_heads),
+            ("d_ff", d_ff),
+            ("max_length", max_length),
+        ):
+            check_positive_int(name, value)
+        if d_model % num_heads:
+            raise ValueError(
+                "d_model must be divisible by num_heads. "
+                f"Received: d_model={d_model}, num_heads={num_heads}"
+            )
+        self.vocab_size = vocab_size
+        self.num_layers = num_layers
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.d_ff = d_ff
+        self.dropout = dropout
+        self.max_length = max_length
+        self.learned_positions = learned_positions
+        self.norm_first = norm_first
+        self.attention_dropout = attention_dropout
+
+        stack = dict(
+            num_layers=num_layers,
+            num_heads=num_heads,
+            d_ff=d_ff,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            max_length=max_length,
+            learned_positions=learned_positions,
+            norm_first=norm_first,
+            dtype=self.dtype_policy,
+        )
+        self.embedding = SharedEmbedding(
+            vocab_size, d_model, dtype=self.dtype_policy, name="embedding"
+        )
+        self.encoder = Encoder(name="encoder", **stack)
+        self.decoder = Decoder(name="decoder", **stack)
+
+    @classmethod
+    def from_preset(cls, name, vocab_size, **overrides):
+        """A model of a named size from `PRESETS`, e.g. "base" or "big".
+
+        Args:
+            name: preset name: "base", "big" (the paper's Table 3), "small" or
+                "tiny" (for CPUs).
+            vocab_size: size of the shared vocabulary.
+            **overrides: any other `Transformer` argument.
+
+        Returns:
+            An unbuilt `Transformer`.
+        """
+        if name not in PRESETS:
+            raise ValueError(
+                f"Unknown preset. Received: name={name!r}; "
+                f"expected one of {sorted(PRESETS)}"
+            )
+        return cls(vocab_size=vocab_size, **{**PRESETS[name], **overrides})
+
+    def build(self, input_shape=None):
+        hidden = (None, None, self.d_model)
+        self.embedding.build()
+        self.encoder.build(hidden)
+        self.decoder.build(hidden, hidden)
+        self.built = True
+
+    def call(self, inputs, training=None, return_attention_scores=False):
+        source_ids, target_in = inputs
+        memory, source_mask, encoder_scores = self.encode(
+            source_ids, training=training, return_attention_scores=True
+        )
+        out = self.decode(
+            target_in,
+            memory,
+            source_mask,
+            training=training,
+            return_attention_scores=return_attention_scores,
+        )
+        if not return_attention_scores:
+            return out
+        logits, decoder_scores = out
+        return logits, {
+            "encoder": encoder_scores,
+            "decoder_self": decoder_scores["self_attention"],
+            "decoder_cross": decoder_scores["cross_attention"],
+        }
+
+    def encode(self, source_ids, training=False, return_attention_scores=False):
+        """Runs the encoder stack once per sentence.
+
+        Args:
+            source_ids: integer `(B, S)`, 0 = padding.
+            training: whether dropout is active.
+            return_attention_scores: also return the per-layer weights.
+
+        Returns:
+            `(memory (B, S, D), source_mask (B, S))`, plus the scores if asked.
+        """
+        _check_ids("source_ids", source_ids)
+        source_mask = padding_mask(source_ids)
+        x = self.embedding(source_ids)
+        memory, scores = self.encoder(
+            x, mask=source_mask, training=training, return_attention_scores=True
+        )
+        if return_attention_scores:
+            return memory, source_mask, scores
+        return memory, source_mask
+
+    def decode(
+        self,
+        target_ids,
+        memory,
+        source_mask,
+        cache=None,
+        cache_index=None,
+        training=False,
+        return_attention_scores=False,
+    ):
+        """Target logits given the encoder output: teacher forcing or one step.
+
+        Args:
+            target_ids: integer `(B, T)`: the whole shifted target, or with
+                `cache` the new position(s) starting at `cache_index`.
+            memory: `(B, S, D)` from `encode`.
+            source_mask: `(B, S)` from `encode`.
+            cache: per-layer caches from `init_cache`, or `None`.
+            cache_index: position of `target_ids[:, 0]` when using `cache`.
+            training: whether dropout is active.
+            return_attention_scores: also return the decoder's weights.
+
+        Returns:
+            float32 logits `(B, T, vocab_size)`; then the scores if asked;
+            then the updated cache when `cache` is given.
+        """
+        _check_ids("target_ids", target_ids)
+        x = self.embedding(target_ids)
+        out = self.decoder(
+            x,
+            memory,
+            x_mask=padding_mask(target_ids),
+            memory_mask=source_mask,
+            cache=cache,
+            cache_index=cache_index,
+            training=training,
+            return_attention_scores=True,
+        )
+        hidden, scores = out[0], out[1]
+        # Pre-softmax projection with the shared matrix; softmax in float32.
+        logits = ops.cast(self.embedding(hidden, reverse=True), "float32")
+        results = (logits,)
+        if return_attention_scores:
+            results += (scores,)
+        if cache is not None:
+            results += (out[2],)
+        return results[0] if len(results) == 1 else results
+
+    def init_cache(self, memory, max_length):
+        """Key/value caches for decoding up to `max_length` target positions."""
+        return self.decoder.init_cache(memory, max_length)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            num_layers=self.num_layers,
+            d_model=self.d_model,
+            num_heads=self.num_heads,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+            max_length=self.max_length,
+            learned_positions=self.learned_positions,
+            norm_first=self.norm_first,
+            attention_dropout=self.attention_dropout,
+        )
+        return config
+
+    def compute_output_shape(self, input_shape):
+        source_shape, target_shape = input_shape
+        return (*target_shape, self.vocab_size)
+
+
+def _check_ids(name, ids):
+    dtype = str(getattr(ids, "dtype", ""))
+    if "int" not in dtype:
+        raise ValueError(f"`{name}` must be integer token ids. Received: dtype={dtype}")
+    if len(ids.shape) != 2:
+        raise ValueError(
+            f"`{name}` must have shape (batch_size, seq_len). "
+            f"Received: {name}.shape={tuple(ids.shape)}"
+        )
