@@ -6,7 +6,7 @@ from keras import ops
 from keras_transformer.layers import Decoder, Encoder, SharedEmbedding
 from keras_transformer.layers.masking import padding_mask
 from keras_transformer.models.presets import PRESETS
-from keras_transformer.validation import check_positive_int
+from keras_transformer.validation import check_positive_int, check_rate
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -76,6 +76,8 @@ class Transformer(keras.Model):
             ("max_length", max_length),
         ):
             check_positive_int(name, value)
+        check_rate("dropout", dropout)
+        check_rate("attention_dropout", attention_dropout)
         if d_model % num_heads:
             raise ValueError(
                 "d_model must be divisible by num_heads. "
