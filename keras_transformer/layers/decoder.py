@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.positional_encoding import PositionalEncoding
-from keras_transformer.validation import check_positive_int
+from keras_transformer.validation import check_positive_int, check_rate
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -82,6 +82,10 @@ class Decoder(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         check_positive_int("num_layers", num_layers)
+        check_positive_int("num_heads", num_heads)
+        check_positive_int("d_ff", d_ff)
+        check_rate("dropout", dropout)
+        check_rate("attention_dropout", attention_dropout)
         self.num_layers = num_layers
         self.num_heads = num_heads
         self.d_ff = d_ff

@@ -4,7 +4,7 @@ import keras
 
 from keras_transformer.layers.encoder_layer import EncoderLayer
 from keras_transformer.layers.positional_encoding import PositionalEncoding
-from keras_transformer.validation import check_positive_int
+from keras_transformer.validation import check_positive_int, check_rate
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -68,6 +68,10 @@ class Encoder(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         check_positive_int("num_layers", num_layers)
+        check_positive_int("num_heads", num_heads)
+        check_positive_int("d_ff", d_ff)
+        check_rate("dropout", dropout)
+        check_rate("attention_dropout", attention_dropout)
         self.num_layers = num_layers
         self.num_heads = num_heads
         self.d_ff = d_ff

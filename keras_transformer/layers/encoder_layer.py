@@ -5,6 +5,7 @@ import keras
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.pointwise_feed_forward import PointwiseFeedForward
 from keras_transformer.layers.residual import add_norm, head_dim, layer_norm, pre_norm
+from keras_transformer.validation import check_positive_int, check_rate
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -59,6 +60,10 @@ class EncoderLayer(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_positive_int("num_heads", num_heads)
+        check_positive_int("d_ff", d_ff)
+        check_rate("dropout", dropout)
+        check_rate("attention_dropout", attention_dropout)
         self.num_heads = num_heads
         self.d_ff = d_ff
         self.dropout = dropout

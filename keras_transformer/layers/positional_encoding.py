@@ -98,9 +98,9 @@ class PositionalEncoding(keras.layers.Layer):
                 initializer=keras.initializers.RandomNormal(stddev=depth**-0.5),
             )
         else:
-            self.table = ops.convert_to_tensor(
-                positional_encoding(self.max_length, depth), dtype=self.compute_dtype
-            )
+            # Kept as NumPy: `build` may run in a scratch graph (the symbolic
+            # build of a subclassed model), where a tensor would be stranded.
+            self.table = positional_encoding(self.max_length, depth)
 
     def call(self, x, start_index=0):
         length = x.shape[1]
