@@ -82,6 +82,8 @@ class PointwiseFeedForward(keras.layers.Layer):
             dtype=self.dtype_policy,
         )
         self.outer.build((*input_shape[:-1], self.d_ff))
+        # A kernel-1 convolution never mixes positions, so the mask holds.
+        self.inner.supports_masking = self.outer.supports_masking = True
 
     def call(self, x, training=None):
         h = self.inner(x)  # (B, T, d_ff)

@@ -1,0 +1,113 @@
+import re
+
+import numpy as np
+import pytest
+from helpers import run_layer_checks
+
+from keras_transformer.layers import DecoderLayer, SharedEmbedding, causal_mask
+
+B, T, S, D, H, D_FF = 2, 4, 5, 8, 2, 16
+MEMORY_MASK = np.array([[True] * S, [True, True, False, False, False]])
+
+
+def random(*shape, seed=0):
+    return np.random.default_rng(seed).normal(size=shape).astype("float32")
+
+
+def norms(layer):
+    return (
+        layer.self_attention_norm,
+        layer.cross_attention_norm,
+        layer.feed_forward_norm,
+    )
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_standard_checks(norm_first, tmp_path):
+    run_layer_checks(
+        lambda: DecoderLayer(num_heads=H, d_ff=D_FF, norm_first=norm_first),
+        {"x": random(B, T, D), "memory": random(B, S, D, seed=1)},
+        tmp_path,
+        expected_output_shape=(B, T, D),
+    )
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_sublayer_wiring(norm_first):
+    layer = DecoderLayer(num_heads=H, d_ff=D_FF, norm_first=norm_first)
+    x, memory = random(B, T, D), random(B, S, D, seed=1)
+    layer(x, memory)
+    for i, norm in enumerate(norms(layer)):  # Distinct, so a swap shows.
+        norm.gamma.assign(1.0 + 0.5 * random(D, seed=10 + i))
+        norm.beta.assign(random(D, seed=20 + i))
+    n1, n2, n3 = norms(layer)
+    self_att, cross_att, ffn = (
+        layer.self_attention,
+        layer.cross_attention,
+        layer.feed_forward,
+    )
+    if norm_first:
+        h = n1(x)
+        y = x + self_att(h, h, use_causal_mask=True)
+        y = y + cross_att(n2(y), memory, value_mask=MEMORY_MASK)
+        expected = y + ffn(n3(y))
+    else:
+        y = n1(x + self_att(x, x, use_causal_mask=True))
+        y = n2(y + cross_att(y, memory, value_mask=MEMORY_MASK))
+        expected = n3(y + ffn(y))
+    out = layer(x, memory, memory_mask=MEMORY_MASK, training=False)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(expected), atol=1e-5)
+
+
+def test_attention_scores_are_causal_and_skip_memory_padding():
+    embedding = SharedEmbedding(vocab_size=11, d_model=D)
+    memory = embedding(np.where(MEMORY_MASK, 4, 0).astype("int32"))  # Keras mask
+    layer = DecoderLayer(num_heads=H, d_ff=D_FF)
+    out, self_w, cross_w = layer(random(B, T, D), memory, return_attention_scores=True)
+    assert tuple(out.shape) == (B, T, D)
+    self_w, cross_w = np.asarray(self_w), np.asarray(cross_w)
+    assert self_w.shape == (B, H, T, T) and cross_w.shape == (B, H, T, S)
+    assert np.all(self_w[..., np.triu(np.ones((T, T), bool), k=1)] == 0)
+    padded = np.broadcast_to(~MEMORY_MASK[:, None, None, :], cross_w.shape)
+    assert np.all(cross_w[padded] == 0) and np.all(cross_w[~padded] > 0)
+    np.testing.assert_allclose(cross_w.sum(-1), np.ones((B, H, T)), atol=1e-6)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_cached_steps_equal_full_pass(norm_first):
+    layer = DecoderLayer(num_heads=H, d_ff=D_FF, norm_first=norm_first)
+    x, memory = random(B, T, D), random(B, S, D, seed=1)
+    full = np.asarray(layer(x, memory, memory_mask=MEMORY_MASK))
+    cache = (layer.empty_self_cache(B, T), layer.compute_cross_cache(memory))
+    steps = []
+    for t in range(T):
+        out, cache = layer(
+            x[:, t : t + 1], memory, memory_mask=MEMORY_MASK, cache=cache, cache_index=t
+        )
+        steps.append(np.asarray(out))
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
+
+
+def test_target_padding_mask_only_hides_padded_keys():
+    layer = DecoderLayer(num_heads=H, d_ff=D_FF)
+    x, memory = random(B, T, D), random(B, S, D, seed=1)
+    x_mask = np.array([[True] * T, [True, True, False, False]])
+    _, self_w, _ = layer(x, memory, x_mask=x_mask, return_attention_scores=True)
+    expected = np.asarray(causal_mask(T)) & x_mask[:, None, :]  # (B, T, T)
+    self_w = np.asarray(self_w)
+    assert np.all(self_w[np.broadcast_to(~expected[:, None], self_w.shape)] == 0)
+
+
+def test_rejects_d_model_not_divisible_by_num_heads():
+    with pytest.raises(ValueError, match=re.escape("d_model=8, num_heads=3")):
+        DecoderLayer(num_heads=3, d_ff=D_FF)(random(B, T, 8), random(B, S, 8))
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [("num_heads", 0), ("d_ff", -1), ("dropout", 1.0), ("attention_dropout", -0.5)],
+)
+def test_rejects_bad_hyperparameters(name, value):
+    kwargs = {"num_heads": H, "d_ff": D_FF, name: value}
+    with pytest.raises(ValueError, match=re.escape(f"{name}={value!r}")):
+        DecoderLayer(**kwargs)

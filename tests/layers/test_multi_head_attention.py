@@ -1,0 +1,285 @@
+import re
+
+import keras
+import numpy as np
+import pytest
+from helpers import run_layer_checks
+from keras import ops
+
+from keras_transformer.layers import (
+    MultiHeadAttention,
+    SharedEmbedding,
+    causal_mask,
+)
+
+B, T, S, D, H = 2, 3, 5, 8, 2
+
+
+def numpy_mha(layer, query, value, key=None, mask=None):
+    """MultiHead(Q, K, V) from the layer's own weights, in float64 NumPy."""
+    key = value if key is None else key
+    w = {v.path.split("/")[-1]: v.numpy().astype(np.float64) for v in layer.weights}
+
+    def project(x, name):  # (B, T, D) x (D, H, K) -> (B, H, T, K)
+        y = np.einsum("btd,dhk->bhtk", x, w[f"{name}_kernel"])
+        return y + w[f"{name}_bias"][None, :, None, :] if layer.use_bias else y
+
+    q, k, v = project(query, "query"), project(key, "key"), project(value, "value")
+    logits = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])  # (B, H, T, S)
+    if mask is not None:
+        logits = np.where(mask[:, None], logits, -np.inf)
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    heads = weights @ v  # (B, H, T, V)
+    output = np.einsum("bhtv,hvd->btd", heads, w["output_kernel"])
+    return (output + w["output_bias"] if layer.use_bias else output), weights
+
+
+def random(*shape, seed=0):
+    return np.random.default_rng(seed).normal(size=shape).astype("float32")
+
+
+def padded_ids(batch, length, real_lengths, vocab=11, seed=0):
+    ids = np.random.default_rng(seed).integers(1, vocab, (batch, length))
+    for row, n in enumerate(real_lengths):
+        ids[row, n:] = 0
+    return ids.astype("int32")
+
+
+class MaskProbe(keras.layers.Layer):
+    """Outputs the Keras mask it receives, as floats."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, x, mask=None):
+        return ops.cast(mask, "float32")
+
+
+# Standard checks
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"key_dim": 3, "value_dim": 5, "output_dim": 6, "use_bias": False},
+    ],
+    ids=["defaults", "custom-dims"],
+)
+def test_standard_checks_cross_attention(kwargs, tmp_path):
+    output_dim = kwargs.get("output_dim", D)
+    run_layer_checks(
+        lambda: MultiHeadAttention(num_heads=H, **kwargs),
+        {"query": random(B, T, D), "value": random(B, S, D, seed=1)},
+        tmp_path,
+        expected_output_shape=(B, T, output_dim),
+    )
+
+
+def test_standard_checks_causal_self_attention(tmp_path):
+    x = random(B, T, D)
+    run_layer_checks(
+        lambda: MultiHeadAttention(num_heads=H),
+        {"query": x, "value": x},
+        tmp_path,
+        call_kwargs={"use_causal_mask": True},
+    )
+
+
+# Meaning
+
+
+@pytest.mark.parametrize("use_bias", [True, False])
+@pytest.mark.parametrize("masked", [False, True])
+def test_matches_numpy_reference(use_bias, masked):
+    layer = MultiHeadAttention(num_heads=H, use_bias=use_bias)
+    query, value, key = (
+        random(B, T, D),
+        random(B, S, 6, seed=1),
+        random(B, S, 7, seed=2),
+    )
+    layer(query, value, key)
+    if use_bias:  # Non-zero biases, so the reference checks where they go.
+        for v in layer.weights:
+            if v.path.endswith("_bias"):
+                v.assign(random(*v.shape, seed=3))
+    mask = None
+    if masked:
+        mask = np.random.default_rng(4).random((B, T, S)) < 0.6
+        mask[..., 0] = True
+    out, scores = layer(
+        query, value, key, attention_mask=mask, return_attention_scores=True
+    )
+    ref_out, ref_scores = numpy_mha(layer, query, value, key, mask)
+    assert layer.query_kernel.shape == (D, H, D // H)
+    assert layer.key_kernel.shape == (7, H, D // H)
+    assert layer.value_kernel.shape == (6, H, D // H)
+    assert layer.output_kernel.shape == (H, D // H, D)
+    np.testing.assert_allclose(np.asarray(scores), ref_scores, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(out), ref_out, atol=1e-5)
+
+
+def test_scores_shape_eager_and_symbolic_cross_attention():
+    layer = MultiHeadAttention(num_heads=H)
+    out, scores = layer(random(B, T, D), random(B, S, D), return_attention_scores=True)
+    assert tuple(out.shape) == (B, T, D) and tuple(scores.shape) == (B, H, T, S)
+
+    query, memory = keras.Input((T, D)), keras.Input((S, D))
+    sym_out, sym_scores = MultiHeadAttention(num_heads=H)(
+        query, memory, return_attention_scores=True
+    )
+    assert tuple(sym_out.shape) == (None, T, D)
+    assert tuple(sym_scores.shape) == (None, H, T, S)
+    model = keras.Model([query, memory], [sym_out, sym_scores])
+    outputs = model([random(B, T, D), random(B, S, D)])
+    assert tuple(outputs[1].shape) == (B, H, T, S)
+
+
+@pytest.mark.parametrize("embedding", ["keras", "shared"])
+def test_keras_masks_pad_keys_and_pass_on_query_mask(embedding):
+    if embedding == "keras":
+        embed = keras.layers.Embedding(11, D, mask_zero=True)
+    else:
+        embed = SharedEmbedding(11, D)
+    query_ids = padded_ids(B, T, [3, 2])
+    value_ids = padded_ids(B, S, [4, 2], seed=1)
+    query, value = embed(query_ids), embed(value_ids)
+    layer = MultiHeadAttention(num_heads=H)
+    out, scores = layer(query, value, return_attention_scores=True)
+
+    # The query's mask is passed on; padded keys get weight exactly 0.
+    np.testing.assert_array_equal(np.asarray(out._keras_mask), query_ids != 0)
+    scores = np.asarray(scores)
+    key_padding = np.broadcast_to((value_ids == 0)[:, None, None, :], scores.shape)
+    assert np.all(scores[key_padding] == 0.0)
+    # Same as passing the padding explicitly on mask-free copies.
+    explicit = layer(
+        ops.convert_to_tensor(np.asarray(query)),
+        ops.convert_to_tensor(np.asarray(value)),
+        value_mask=value_ids != 0,
+    )
+    np.testing.assert_allclose(np.asarray(out), np.asarray(explicit), atol=1e-6)
+    unmasked = layer(
+        ops.convert_to_tensor(np.asarray(query)),
+        ops.convert_to_tensor(np.asarray(value)),
+    )
+    assert np.max(np.abs(np.asarray(unmasked) - np.asarray(out))) > 1e-3
+
+
+def test_keras_mask_reaches_next_layer_in_functional_model():
+    ids = keras.Input((T,), dtype="int32")
+    x = SharedEmbedding(11, D)(ids)
+    x = MultiHeadAttention(num_heads=H)(x, x)
+    x = MultiHeadAttention(num_heads=H)(x, x)  # Chains keep the mask.
+    model = keras.Model(ids, MaskProbe()(x))
+    query_ids = padded_ids(B, T, [3, 1])
+    np.testing.assert_array_equal(np.asarray(model(query_ids)), query_ids != 0)
+
+
+def test_use_causal_mask():
+    layer = MultiHeadAttention(num_heads=H)
+    x = random(B, T, D)
+    out, scores = layer(x, x, use_causal_mask=True, return_attention_scores=True)
+    scores = np.asarray(scores)
+    future = np.triu(np.ones((T, T), bool), k=1)
+    assert np.all(scores[..., future] == 0.0) and np.all(scores[..., ~future] > 0)
+    explicit = layer(x, x, attention_mask=causal_mask(T))
+    np.testing.assert_allclose(np.asarray(out), np.asarray(explicit), atol=1e-6)
+    # Combined with an attention mask: both apply.
+    extra = np.ones((B, T, T), bool)
+    extra[:, 2, 0] = False
+    _, combined = layer(
+        x, x, attention_mask=extra, use_causal_mask=True, return_attention_scores=True
+    )
+    combined = np.asarray(combined)
+    assert np.all(combined[:, :, 2, 0] == 0) and np.all(combined[..., future] == 0)
+    np.testing.assert_allclose(combined.sum(-1), np.ones((B, H, T)), atol=1e-6)
+
+
+@pytest.mark.parametrize("step", [1, 2])
+@pytest.mark.parametrize("causal_flag", [False, True])
+def test_self_attention_cache_equals_full_causal_pass(step, causal_flag):
+    length = 5
+    layer = MultiHeadAttention(num_heads=H)
+    x = random(B, length, D)
+    full = np.asarray(layer(x, x, use_causal_mask=True))
+    cache = layer.empty_cache(B, length)
+    assert tuple(cache[0].shape) == (B, length, H, D // H)
+    pieces = []
+    for t in range(0, length, step):
+        chunk = x[:, t : t + step]
+        if causal_flag:
+            kwargs = {"use_causal_mask": True}
+        else:
+            kwargs = {"attention_mask": causal_mask(chunk.shape[1], length, t)}
+        out, cache = layer(chunk, chunk, cache=cache, cache_update_index=t, **kwargs)
+        pieces.append(np.asarray(out))
+    np.testing.assert_allclose(np.concatenate(pieces, axis=1), full, atol=1e-5)
+    # The cache now holds every position's keys and values.
+    keys, values = layer.compute_cache(x)
+    np.testing.assert_allclose(np.asarray(cache[0]), np.asarray(keys), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(cache[1]), np.asarray(values), atol=1e-6)
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_cross_attention_cache_equals_uncached(padded):
+    layer = MultiHeadAttention(num_heads=H)
+    query, memory = random(B, T, D), random(B, S, D, seed=1)
+    memory_mask = np.array([[True] * S, [True, True, False, False, False]])
+    kwargs = {"value_mask": memory_mask} if padded else {}
+    expected, expected_scores = layer(
+        query, memory, return_attention_scores=True, **kwargs
+    )
+    cache = layer.compute_cache(memory)
+    out, scores, returned_cache = layer(
+        query, memory, cache=cache, return_attention_scores=True, **kwargs
+    )
+    np.testing.assert_allclose(np.asarray(out), np.asarray(expected), atol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(scores), np.asarray(expected_scores), atol=1e-6
+    )
+    assert returned_cache[0] is cache[0] and returned_cache[1] is cache[1]
+
+
+def test_attention_dropout_only_in_training():
+    layer = MultiHeadAttention(num_heads=H, dropout=0.5)
+    x = random(B, T, D)
+    inference = np.asarray(layer(x, x, training=False))
+    np.testing.assert_array_equal(np.asarray(layer(x, x)), inference)
+    assert np.max(np.abs(np.asarray(layer(x, x, training=True)) - inference)) > 1e-3
+
+
+# Bad input
+
+
+def test_rejects_d_model_not_divisible_by_num_heads():
+    with pytest.raises(ValueError, match=re.escape("d_model=8, num_heads=3")):
+        MultiHeadAttention(num_heads=3)(random(B, T, 8), random(B, S, 8))
+    # With an explicit key_dim any d_model works.
+    out = MultiHeadAttention(num_heads=3, key_dim=4)(random(B, T, 8), random(B, S, 8))
+    assert tuple(out.shape) == (B, T, 8)
+
+
+def test_rejects_two_dimensional_query():
+    with pytest.raises(ValueError, match=re.escape("query.shape=(2, 8)")):
+        MultiHeadAttention(num_heads=H)(random(2, 8), random(B, S, D))
+
+
+def test_rejects_attention_mask_that_does_not_broadcast():
+    layer = MultiHeadAttention(num_heads=H)
+    with pytest.raises(ValueError, match=re.escape("attention_mask.shape=(2, 3, 4)")):
+        layer(random(B, T, D), random(B, S, D), attention_mask=np.ones((2, 3, 4), bool))
+
+
+@pytest.mark.parametrize("value", [0, -2, 2.0])
+def test_rejects_bad_num_heads(value):
+    with pytest.raises(ValueError, match=re.escape(f"num_heads={value!r}")):
+        MultiHeadAttention(num_heads=value)
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.0, 1.5])
+def test_rejects_bad_dropout(value):
+    with pytest.raises(ValueError, match=re.escape(f"dropout={value!r}")):
+        MultiHeadAttention(num_heads=H, dropout=value)
