@@ -1,0 +1,488 @@
+"""End-to-end jobs: train from a recipe, evaluate, translate, export, demo.
+
+These are the library functions behind the command line; `cli.py` only parses
+arguments and calls them. A trained model lives in one directory:
+
+```
+model_dir/
+  model.keras          the Transformer (averaged weights when averaging is on)
+  tokenizer/           the SentencePiece model of the shared vocabulary
+  config.yaml          the recipe it was trained with
+  summary.json         what happened: steps, minutes, losses, scores
+  translator/          string-in/string-out SavedModel (after `export`)
+  backup/              Keras BackupAndRestore state while training runs
+  checkpoints/         the last checkpoints, for averaging
+  logs/                TensorBoard logs
+```
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+import yaml
+
+from keras_transformer import data
+from keras_transformer.config import Config, load_config
+from keras_transformer.decoding import Translator
+from keras_transformer.evaluation import score_translations
+from keras_transformer.losses import MaskedCrossEntropy
+from keras_transformer.metrics import MaskedAccuracy, Perplexity
+from keras_transformer.models import Transformer
+from keras_transformer.training import (
+    CheckpointAveraging,
+    TrainingBudget,
+    set_mixed_precision,
+    transformer_optimizer,
+)
+
+logger = logging.getLogger(__name__)
+
+MODEL_FILE = "model.keras"
+TOKENIZER_DIR = "tokenizer"
+TRANSLATOR_DIR = "translator"
+
+
+def load_splits(config: Config) -> dict:
+    """The train, validation and test pairs named by `config.data`.
+
+    Returns:
+        `{"train": ..., "valid": ..., "test": ...}`, each a `ParallelCorpus`
+        or a `tf.data.Dataset` of `(source, target)` strings; a split the
+        corpus does not have is `None`.
+    """
+    d = config.data
+    if d.corpus == "builtin":
+        return {
+            split: data.builtin_corpus(name, seed=d.seed)
+            for split, name in (("train", "train"), ("valid", "val"), ("test", "test"))
+        }
+    if d.corpus == "multi30k":
+        kwargs = dict(data_dir=d.data_dir, source=d.source_lang, target=d.target_lang)
+        return {
+            "train": data.load_multi30k("train", **kwargs),
+            "valid": data.load_multi30k("val", **kwargs),
+            "test": data.load_multi30k("test_2016_flickr", **kwargs),
+        }
+    if d.corpus == "files":
+        return {
+            split: None if files is None else data.load_parallel_files(*files)
+            for split, files in (
+                ("train", d.train_files),
+                ("valid", d.valid_files),
+                ("test", d.test_files),
+            )
+        }
+    name = d.corpus.removeprefix("tfds:")
+    splits = {"train": "train", "valid": "validation", "test": "test"}
+    return {
+        split: data.load_tfds(name, tfds_split, data_dir=d.data_dir)
+        for split, tfds_split in splits.items()
+    }
+
+
+def train_from_config(config: Config, verbose: int | str = "auto") -> dict:
+    """Trains a Transformer as the recipe says and saves it to `output_dir`.
+
+    Rerunning the same recipe after a crash resumes from the last backup.
+
+    Args:
+        config: the recipe (see `keras_transformer.config`).
+        verbose: Keras `fit` verbosity (progress bar by default).
+
+    Returns:
+        The summary also written to `output_dir/summary.json`.
+    """
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    tr = config.training
+    keras.utils.set_random_seed(tr.seed)
+    set_mixed_precision(tr.mixed_precision)
+
+    splits = load_splits(config)
+    tokenizer = _tokenizer(config, splits["train"], out)
+    batches = {
+        split: data.make_batches(
+            pairs,
+            tokenizer,
+            max_length=config.data.max_length,
+            token_budget=tr.token_budget,
+            shuffle=split == "train",
+            seed=tr.seed,
+        )
+        for split, pairs in splits.items()
+        if pairs is not None and split != "test"
+    }
+
+    strategy = _strategy(tr.strategy)
+    with strategy.scope():
+        model = Transformer.from_preset(
+            config.model.preset,
+            vocab_size=tokenizer.vocab_size,
+            max_length=max(config.data.max_length, 64),
+            **config.model.overrides,
+        )
+        model.compile(
+            optimizer=transformer_optimizer(
+                model.d_model, tr.warmup_steps, scale=tr.lr_scale
+            ),
+            loss=MaskedCrossEntropy(label_smoothing=tr.label_smoothing),
+            metrics=[MaskedAccuracy(name="accuracy"), Perplexity(name="perplexity")],
+            jit_compile=tr.jit_compile,
+        )
+        model.build()  # BackupAndRestore needs the variables before `fit`.
+    budget = TrainingBudget(minutes=tr.minutes, steps=tr.steps)
+    callbacks = [
+        keras.callbacks.BackupAndRestore(str(out / "backup"), save_freq=200),
+        keras.callbacks.TensorBoard(str(out / "logs"), update_freq=50),
+        budget,
+    ]
+    averaging = None
+    if tr.average_last:
+        averaging = CheckpointAveraging(
+            str(out / "checkpoints"),
+            keep=tr.average_last,
+            every_n_minutes=tr.checkpoint_minutes,
+        )
+        callbacks.append(averaging)
+    epochs = tr.epochs or (1000 if tr.minutes or tr.steps else 10)
+    start = time.monotonic()
+    history = model.fit(
+        batches["train"],
+        validation_data=batches.get("valid"),
+        epochs=epochs,
+        callbacks=callbacks,
+        verbose=verbose,
+        shuffle=False,  # `make_batches` shuffles; Keras cannot shuffle tf.data.
+    )
+    minutes = (time.monotonic() - start) / 60
+    model.save(out / MODEL_FILE)
+    summary = {
+        "steps": int(model.optimizer.iterations.numpy()),
+        "minutes": round(minutes, 2),
+        "epochs_run": len(history.history.get("loss", [])),
+        "history": {
+            k: [round(float(v), 5) for v in vs] for k, vs in history.history.items()
+        },
+        "parameters": int(model.count_params()),
+        "vocab_size": tokenizer.vocab_size,
+        "averaged_checkpoints": len(averaging.checkpoints) if averaging else 0,
+        "stopped_by_budget": budget.stopped,
+    }
+    _write_summary(out, summary)
+    return summary
+
+
+def load_trained(model_dir: str | os.PathLike):
+    """The `(model, tokenizer)` saved in `model_dir` by `train_from_config`.
+
+    Raises:
+        FileNotFoundError: the directory, its model or its tokenizer is missing.
+        ValueError: the model file cannot be read (e.g. a corrupt file).
+    """
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        raise FileNotFoundError(f"Model directory not found: {model_dir}")
+    model_path = model_dir / MODEL_FILE
+    if not model_path.is_file():
+        raise FileNotFoundError(f"No {MODEL_FILE} in {model_dir}: train a model first.")
+    tokenizer_path = model_dir / TOKENIZER_DIR
+    if not tokenizer_path.exists():
+        raise FileNotFoundError(
+            f"No tokenizer in {model_dir} (expected {tokenizer_path}); the model "
+            "cannot be used without the vocabulary it was trained with."
+        )
+    try:
+        model = keras.models.load_model(model_path)
+    except Exception as error:  # noqa: BLE001 - re-raised with the file named
+        raise ValueError(
+            f"Cannot load {model_path}: it looks corrupt ({error})"
+        ) from error
+    return model, data.Tokenizer.load(tokenizer_path)
+
+
+def train_command(
+    config_path: str,
+    strategy: str | None = None,
+    output_dir: str | None = None,
+    minutes: float | None = None,
+    steps: int | None = None,
+    evaluate: bool = True,
+) -> dict:
+    """`keras-transformer train`: a recipe file plus command-line overrides.
+
+    Trains, then (unless `evaluate=False`) scores the test split with the
+    recipe's beam search and adds the scores to the summary.
+    """
+    config = load_config(config_path)
+    if strategy:
+        config.training.strategy = strategy
+    if output_dir:
+        config.output_dir = output_dir
+    if minutes:
+        config.training.minutes = minutes
+    if steps:
+        config.training.steps = steps
+    summary = train_from_config(config)
+    test = load_splits(config)["test"] if evaluate else None
+    if test is not None:
+        model, tokenizer = load_trained(config.output_dir)
+        sources, references = _pairs(test)
+        e = config.evaluation
+        hypotheses = translate_sentences(
+            Translator(tokenizer, model, beam_size=e.beam_size, alpha=e.alpha),
+            sources,
+            batch_size=e.batch_size,
+        )
+        summary["test"] = score_translations(hypotheses, references)
+        _write_summary(Path(config.output_dir), {"test": summary["test"]})
+    return summary
+
+
+def translate_sentences(
+    translator, sentences: list[str], batch_size: int = 64, progress: bool = False
+) -> list[str]:
+    """Translates `sentences` in batches with a `Translator` (or SavedModel).
+
+    Args:
+        translator: callable mapping a `(B,)` `tf.string` tensor to `(B,)`.
+        sentences: the sentences.
+        batch_size: sentences per call.
+        progress: show a progress bar.
+
+    Returns:
+        One translation per sentence, in order.
+    """
+    bar = (
+        keras.utils.Progbar(len(sentences), unit_name="sentence") if progress else None
+    )
+    out = []
+    for i in range(0, len(sentences), batch_size):
+        batch = tf.constant(sentences[i : i + batch_size], dtype=tf.string)
+        out.extend(t.decode("utf-8") for t in translator(batch).numpy())
+        if bar is not None:
+            bar.update(len(out))
+    return out
+
+
+def translate_lines(
+    model_dir: str,
+    lines: list[str],
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    batch_size: int = 64,
+) -> list[str]:
+    """`keras-transformer translate`: translations of `lines`, in order."""
+    model, tokenizer = load_trained(model_dir)
+    translator = Translator(tokenizer, model, beam_size=beam_size, alpha=alpha)
+    return translate_sentences(translator, lines, batch_size=batch_size)
+
+
+def evaluate_files(
+    model_dir: str,
+    source_path: str,
+    reference_path: str,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    batch_size: int = 64,
+) -> dict:
+    """`keras-transformer evaluate`: sacrebleu BLEU and chrF of a model.
+
+    Args:
+        model_dir: a directory written by `train_from_config`.
+        source_path: source sentences, one per line (plain or .gz).
+        reference_path: reference translations, aligned with the sources.
+        beam_size: beam size (1 = greedy).
+        alpha: length penalty.
+        batch_size: sentences per batch.
+
+    Returns:
+        Scores and signatures from `score_translations`.
+    """
+    corpus = data.load_parallel_files(source_path, reference_path)
+    model, tokenizer = load_trained(model_dir)
+    translator = Translator(tokenizer, model, beam_size=beam_size, alpha=alpha)
+    hypotheses = translate_sentences(
+        translator, list(corpus.sources), batch_size=batch_size, progress=True
+    )
+    return score_translations(hypotheses, list(corpus.targets))
+
+
+def export_translator(
+    model_dir: str, out_dir: str, beam_size: int = 4, alpha: float = 0.6
+) -> str:
+    """`keras-transformer export`: the string-to-string SavedModel.
+
+    The result runs with TensorFlow and tensorflow-text only:
+    `tf.saved_model.load(out_dir)(tf.constant(["A man rides a bike."]))`.
+    """
+    model, tokenizer = load_trained(model_dir)
+    translator = Translator(tokenizer, model, beam_size=beam_size, alpha=alpha)
+    tf.saved_model.save(translator, str(out_dir))
+    return str(out_dir)
+
+
+def _pairs(corpus) -> tuple[list[str], list[str]]:
+    if isinstance(corpus, data.ParallelCorpus):
+        return list(corpus.sources), list(corpus.targets)
+    sources, targets = [], []
+    for source, target in corpus.as_numpy_iterator():
+        sources.append(source.decode("utf-8"))
+        targets.append(target.decode("utf-8"))
+    return sources, targets
+
+
+def _tokenizer(config: Config, train_pairs, out: Path):
+    path = out / TOKENIZER_DIR
+    if config.tokenizer.path:
+        tokenizer = data.Tokenizer.load(config.tokenizer.path)
+    elif path.exists():
+        tokenizer = data.Tokenizer.load(path)  # Resuming: keep the same ids.
+    else:
+        tokenizer = data.Tokenizer.train(
+            train_pairs, vocab_size=config.tokenizer.vocab_size
+        )
+    tokenizer.save(path)
+    return tokenizer
+
+
+def _strategy(name: str) -> tf.distribute.Strategy:
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multi_worker":
+        raise ValueError(
+            "training.strategy=multi_worker is not run through model.fit (Keras 3 "
+            "cannot, keras-team/keras#20585); use "
+            "keras_transformer.training.fit_distributed, see docs/training.md."
+        )
+    return tf.distribute.get_strategy()
+
+
+def _write_summary(out: Path, summary: dict) -> None:
+    path = out / "summary.json"
+    previous = json.loads(path.read_text()) if path.exists() else {}
+    previous.update(summary)
+    path.write_text(json.dumps(previous, indent=2))
+
+
+def run_demo(
+    minutes: float = 5.0,
+    output_dir: str = "demo_output",
+    seed: int = 0,
+    verbose: int | str = "auto",
+) -> dict:
+    """The main job: a small translator trained on the built-in corpus.
+
+    Trains the "tiny" preset on the built-in English→German corpus for
+    `minutes`, scores the test split with beam search (sacrebleu BLEU and
+    chrF), saves the model and tokenizer, exports the string-to-string
+    SavedModel, and writes attention and positional-encoding plots.
+
+    Args:
+        minutes: training budget.
+        output_dir: where everything is written.
+        seed: seed of the corpus split and of training.
+        verbose: Keras `fit` verbosity.
+
+    Returns:
+        `{"summary", "scores", "examples", "files"}`: the training summary,
+        test scores, `(source, translation, reference)` triples, and the
+        paths written.
+    """
+    from keras_transformer.config import config_from_dict
+
+    out = Path(output_dir)
+    config = config_from_dict(
+        {
+            "data": {"corpus": "builtin", "max_length": 48, "seed": seed},
+            "tokenizer": {"vocab_size": 1000},
+            "model": {"preset": "tiny"},
+            "training": {
+                "minutes": minutes,
+                "token_budget": 4096,
+                "warmup_steps": 500,
+                "lr_scale": 1.0,
+                "average_last": 0,
+                "seed": seed,
+            },
+            "output_dir": str(out),
+        },
+        source="demo",
+    )
+    logger.info("Training the 'tiny' Transformer for %g minutes.", minutes)
+    summary = train_from_config(config, verbose=verbose)
+
+    model, tokenizer = load_trained(out)
+    translator = Translator(tokenizer, model, beam_size=4, alpha=0.6)
+    test = data.builtin_corpus("test", seed=seed)
+    sources, references = list(test.sources), list(test.targets)
+    logger.info("Translating %d test sentences with beam search.", len(sources))
+    hypotheses = translate_sentences(
+        translator, sources, batch_size=100, progress=verbose != 0
+    )
+    scores = score_translations(hypotheses, references)
+    _write_summary(out, {"test": scores})
+
+    translator_dir = out / TRANSLATOR_DIR
+    tf.saved_model.save(translator, str(translator_dir))
+    files = {
+        "model": str(out / MODEL_FILE),
+        "tokenizer": str(out / TOKENIZER_DIR),
+        "translator": str(translator_dir),
+        **_demo_plots(model, tokenizer, sources[0], out),
+    }
+    return {
+        "summary": summary,
+        "scores": scores,
+        "examples": list(zip(sources, hypotheses, references, strict=True))[:8],
+        "files": files,
+    }
+
+
+def _demo_plots(model, tokenizer, sentence: str, out: Path) -> dict:
+    from keras_transformer.decoding import beam_search
+    from keras_transformer.visualization import (
+        plot_attention_heads,
+        plot_positional_encoding,
+        save_figure,
+    )
+
+    source = tokenizer.tokenize(tf.constant([sentence])).to_tensor()
+    source = tf.concat(
+        [tf.cast(source, tf.int32), tf.fill([1, 1], data.END_ID)], axis=1
+    )
+    ids = beam_search(model, source)["ids"][0].numpy()
+    ids = ids[: list(ids).index(data.END_ID) + 1] if data.END_ID in ids else ids
+    target_in = tf.constant([[data.START_ID, *ids[:-1]]], tf.int32)
+    _, scores = model((source, target_in), return_attention_scores=True)
+    source_tokens = tokenizer.tokens(source[0].numpy())
+    target_tokens = tokenizer.tokens(ids)
+    paths = {}
+    figures = {
+        "cross_attention_png": plot_attention_heads(
+            scores["decoder_cross"][-1][0],
+            target_tokens,
+            source_tokens,
+            title="Encoder-decoder attention, last decoder layer",
+        ),
+        "encoder_attention_png": plot_attention_heads(
+            scores["encoder"][-1][0],
+            source_tokens,
+            source_tokens,
+            title="Encoder self-attention, last layer",
+        ),
+        "positional_encoding_png": plot_positional_encoding(
+            length=model.max_length, depth=model.d_model
+        ),
+    }
+    for key, figure in figures.items():
+        path = out / (key.removesuffix("_png") + ".png")
+        paths[key] = str(save_figure(figure, path))
+    return paths
