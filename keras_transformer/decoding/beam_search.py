@@ -1,0 +1,263 @@
+"""Beam search with the GNMT length penalty, as used in the paper (section 6.1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+from keras_transformer.decoding.search_utils import (
+    END_ID,
+    NEG_INF,
+    PAD_ID,
+    START_ID,
+    Stepper,
+    attention_of,
+    check_max_length,
+    check_source_ids,
+    ensure_built,
+    output_limits,
+    write_column,
+)
+from keras_transformer.validation import check_positive_int
+
+
+def length_penalty(length: Any, alpha: float) -> Any:
+    """GNMT's length penalty `lp(Y) = ((5 + |Y|) / 6) ** alpha`.
+
+    A finished hypothesis is ranked by `log P(Y | X) / lp(Y)`; with
+    `alpha > 0` longer outputs are penalized less (Wu et al. 2016, eq. 14).
+
+    Args:
+        length: `|Y|`, output tokens including the end token.
+        alpha: strength; 0 ranks by log-probability alone.
+
+    Returns:
+        `lp(Y)`, of the same kind as `length` (float or float32 tensor).
+
+    Example:
+
+    >>> round(length_penalty(1, 0.6), 6), round(length_penalty(7, 0.6), 4)
+    (1.0, 1.5157)
+    """
+    if isinstance(length, int | float):
+        return ((5.0 + length) / 6.0) ** alpha
+    return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
+
+
+def beam_search(
+    model: Any,
+    source_ids: Any,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    max_length: int | None = None,
+    use_cache: bool = True,
+    return_attention_scores: bool = False,
+) -> dict[str, Any]:
+    """Translates a batch with beam search (beam 4, alpha 0.6 in the paper).
+
+    Every sentence keeps `beam_size` alive hypotheses and, separately, the
+    `beam_size` best finished ones. At each step the alive hypotheses' best
+    `2 * beam_size` one-token extensions are ranked by log-probability; those
+    of the first `beam_size` that end with the end id 3 (or reach the
+    sentence's maximum length) become finished and are scored
+    `log P / length_penalty(|Y|, alpha)`; the best `beam_size` extensions
+    that did not end stay alive. A sentence stops when `beam_size`
+    hypotheses have finished, or early, when no alive hypothesis can beat
+    the best finished one any more (its log-probability can only fall, and
+    the most its length penalty can grow is to the maximum length). So
+    `beam_size=1` is exactly greedy search.
+
+    The encoder runs once per sentence; its output is tiled per beam here,
+    and the cross-attention keys and values are computed once from it. The
+    self-attention caches follow their hypotheses by parent index. The loop
+    is a `tf.while_loop` over fixed shapes: call it eagerly or inside
+    `tf.function` (with or without `jit_compile=True`).
+
+    Args:
+        model: a `Transformer`, or any object with its `encode`, `decode` and
+            `init_cache` methods (see `keras_transformer.decoding.search_utils`).
+        source_ids: integer `(B, S)` source ids, 0-padded, each ending with 3.
+        beam_size: hypotheses kept per sentence.
+        alpha: length penalty strength (0.6 in the paper, from GNMT).
+        max_length: most output tokens (end id included) per sentence; by
+            default each sentence's source length + 50, capped by
+            `model.max_length`.
+        use_cache: decode incrementally with the key/value cache; `False`
+            recomputes the whole (fixed-length) prefix at every step.
+        return_attention_scores: also return the decoder's attention weights
+            for the chosen hypothesis (one teacher-forced pass over it, which
+            gives the same weights as the search's own steps).
+
+    Returns:
+        A dict with
+        `"ids"`: `int32` `(B, L)` best hypothesis, ending with 3 (unless cut
+        at the maximum length), 0-padded after it, without the start id;
+        `"scores"`: `float32` `(B,)` its length-penalized score;
+        `"log_probs"`: `float32` `(B,)` its log-probability;
+        `"lengths"`: `int32` `(B,)` its length (end id included); and with
+        `return_attention_scores`, `"attention"` as in `greedy_search`.
+        `L = max_length`, or by default `min(S + 50, model.max_length)`.
+
+    Raises:
+        TypeError: `source_ids` is not integer; `max_length` not an int.
+        ValueError: bad shapes, `beam_size` or `max_length`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_transformer.models import Transformer
+    >>> model = Transformer(vocab_size=20, num_layers=1, d_model=8,
+    ...                     num_heads=2, d_ff=16, max_length=32)
+    >>> out = beam_search(model, np.array([[5, 6, 3], [7, 3, 0]]), beam_size=3,
+    ...                   max_length=6)
+    >>> tuple(out["ids"].shape), tuple(out["scores"].shape)
+    ((2, 6), (2,))
+    >>> search = tf.function(lambda ids: beam_search(model, ids, max_length=6),
+    ...                      jit_compile=True)
+    >>> tuple(search(tf.constant([[5, 6, 3]]))["lengths"].shape)
+    (1,)
+
+    References:
+        Vaswani et al. 2017, "Attention Is All You Need", section 6.1;
+        Wu et al. 2016, "Google's Neural Machine Translation System", sec. 7.
+    """
+    check_positive_int("beam_size", beam_size)
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float):
+        raise TypeError(f"`alpha` must be a number. Received: alpha={alpha!r}")
+    source_ids = check_source_ids(source_ids)
+    max_length = check_max_length(model, max_length)
+    k = beam_size
+    ensure_built(model)
+    memory, source_mask = model.encode(source_ids)
+    buffer_length, limits = output_limits(model, source_ids, max_length)
+    batch_size = tf.shape(source_ids)[0]
+    # (B * k, S, D): row b * k + j is beam j of sentence b.
+    stepper = Stepper(
+        model,
+        tf.repeat(memory, k, axis=0),
+        tf.repeat(source_mask, k, axis=0),
+        buffer_length,
+        use_cache,
+    )
+    width = buffer_length + 1
+    first_of_2k = tf.range(2 * k) < k  # (2k,): candidates that may finish
+    max_penalty = length_penalty(limits, alpha)  # (B,)
+
+    def keep_going(t, alive_seq, alive_log_probs, finished, num_finished, done, state):
+        return tf.logical_and(t < buffer_length, tf.logical_not(tf.reduce_all(done)))
+
+    def step(t, alive_seq, alive_log_probs, finished, num_finished, done, state):
+        flat_seq = tf.reshape(alive_seq, [batch_size * k, width])
+        step_log_probs, state = stepper.step(flat_seq, t, state)  # (B * k, V)
+        vocab_size = tf.shape(step_log_probs)[-1]
+        # (B, k * V): log P of every one-token extension of every alive beam.
+        candidates = alive_log_probs[:, :, None] + tf.reshape(
+            step_log_probs, [batch_size, k, vocab_size]
+        )
+        candidates = tf.reshape(candidates, [batch_size, k * vocab_size])
+        top_log_probs, top_index = tf.math.top_k(candidates, 2 * k)  # (B, 2k)
+        parents = top_index // vocab_size
+        next_ids = top_index % vocab_size
+        top_seq = tf.gather(alive_seq, parents, batch_dims=1)  # (B, 2k, L + 1)
+        top_seq = write_column(top_seq, t + 1, next_ids)
+        is_end = next_ids == END_ID
+        at_limit = (t + 1 >= limits)[:, None]  # (B, 1)
+
+        # Finished: the first k candidates that end (or are cut at the limit).
+        length = t + 1
+        ends = first_of_2k & (is_end | at_limit) & (top_log_probs > NEG_INF / 2)
+        new_scores = top_log_probs / length_penalty(length, alpha)
+        new_scores = tf.where(ends, new_scores, NEG_INF)
+        new_finished = _top_k_of(
+            k,
+            tf.concat([finished["scores"], new_scores], axis=1),
+            tf.concat([finished["seq"], top_seq], axis=1),
+            tf.concat([finished["log_probs"], top_log_probs], axis=1),
+        )
+        new_finished = dict(
+            zip(("scores", "seq", "log_probs"), new_finished, strict=True)
+        )
+        num_finished_next = num_finished + tf.reduce_sum(tf.cast(ends, tf.int32), 1)
+
+        # Alive: the best k candidates that did not end.
+        alive_candidates = tf.where(is_end, NEG_INF, top_log_probs)
+        next_alive_log_probs, alive_index = tf.math.top_k(alive_candidates, k)
+        next_alive_seq = tf.gather(top_seq, alive_index, batch_dims=1)
+        alive_parents = tf.gather(parents, alive_index, batch_dims=1)  # (B, k)
+        rows = alive_parents + k * tf.range(batch_size)[:, None]
+        state = stepper.reorder(state, tf.reshape(rows, [-1]))
+
+        # Stop when k have finished or the best alive hypothesis, at its most
+        # favourable final length, cannot beat the best finished one.
+        best_possible = next_alive_log_probs[:, 0] / tf.maximum(
+            length_penalty(length + 1, alpha), max_penalty
+        )
+        settled = (num_finished_next > 0) & (
+            new_finished["scores"][:, 0] >= best_possible
+        )
+        next_done = done | (num_finished_next >= k) | settled | (t + 1 >= limits)
+
+        # Sentences that were already done keep their state.
+        def freeze(old, new):
+            mask = tf.reshape(done, [-1] + [1] * (new.shape.rank - 1))
+            return tf.where(mask, old, new)
+
+        finished = tf.nest.map_structure(freeze, finished, new_finished)
+        return (
+            t + 1,
+            freeze(alive_seq, next_alive_seq),
+            freeze(alive_log_probs, next_alive_log_probs),
+            finished,
+            freeze(num_finished, num_finished_next),
+            next_done,
+            state,
+        )
+
+    # Only beam 0 is alive at first, so the k beams do not start as copies.
+    alive_log_probs = tf.tile(
+        tf.concat([[0.0], tf.fill([k - 1], NEG_INF)], axis=0)[None], [batch_size, 1]
+    )
+    start = tf.one_hot(0, width, dtype=tf.int32) * START_ID  # (L + 1,)
+    alive_seq = tf.tile(start[None, None], [batch_size, k, 1])
+    finished = {
+        "scores": tf.fill([batch_size, k], NEG_INF),
+        "seq": tf.zeros([batch_size, k, width], tf.int32),
+        "log_probs": tf.zeros([batch_size, k], tf.float32),
+    }
+    _, _, _, finished, _, _, _ = tf.while_loop(
+        keep_going,
+        step,
+        (
+            tf.constant(0),
+            alive_seq,
+            alive_log_probs,
+            finished,
+            tf.zeros([batch_size], tf.int32),
+            tf.zeros([batch_size], tf.bool),
+            stepper.initial_state(),
+        ),
+    )
+    ids = finished["seq"][:, 0, 1:]
+    lengths = tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=1)
+    result = {
+        "ids": ids,
+        "scores": finished["scores"][:, 0],
+        "log_probs": finished["log_probs"][:, 0],
+        "lengths": lengths,
+    }
+    if return_attention_scores:
+        result["attention"] = attention_of(model, ids, memory, source_mask, lengths)
+    return result
+
+
+def _top_k_of(
+    k: int, scores: tf.Tensor, seq: tf.Tensor, log_probs: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """The `k` best of `(B, n)` scored hypotheses, best first."""
+    top_scores, index = tf.math.top_k(scores, k)
+    return (
+        top_scores,
+        tf.gather(seq, index, batch_dims=1),
+        tf.gather(log_probs, index, batch_dims=1),
+    )

@@ -1,0 +1,271 @@
+"""Pieces shared by greedy and beam search: checks, lengths, one decoding step.
+
+Both searches are `tf.while_loop`s over fixed-shape tensors, so they run
+eagerly, inside `tf.function` and under XLA (`jit_compile=True`) alike. The
+model to decode with is our `Transformer` or any object with the same
+methods:
+
+- `encode(source_ids) -> (memory (B, S, D), source_mask (B, S))`;
+- `decode(target_ids, memory, source_mask, cache=None, cache_index=None,
+  return_attention_scores=False)` -> logits `(B, T, V)` (then the scores if
+  asked, then the updated cache when `cache` is given);
+- `init_cache(memory, max_length)` -> a list with one `(self_cache,
+  cross_cache)` pair per decoder layer, every tensor batch-major; only the
+  self-attention part changes from step to step;
+- a `max_length` attribute (longest sequence the model accepts), optional.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+PAD_ID = 0
+UNK_ID = 1
+START_ID = 2
+END_ID = 3
+
+EXTRA_LENGTH = 50
+"""Output may be this many tokens longer than the input (paper, section 6.1)."""
+
+NEG_INF = -1e9
+"""Log-probability of impossible tokens and hypotheses (finite: no NaN)."""
+
+
+def check_source_ids(source_ids: Any) -> tf.Tensor:
+    """Converts `source_ids` to an `int32` `(B, S)` tensor or says what is wrong.
+
+    Args:
+        source_ids: integer token ids `(B, S)`, 0-padded, each row ending with
+            the end id 3 (as `make_batches` makes them).
+
+    Returns:
+        `int32` tensor `(B, S)`.
+
+    Raises:
+        TypeError: `source_ids` is not an integer tensor or array.
+        ValueError: `source_ids` is not 2-D.
+    """
+    if not isinstance(source_ids, tf.Tensor | tf.Variable):
+        try:
+            source_ids = tf.convert_to_tensor(source_ids)
+        except (TypeError, ValueError) as error:
+            raise TypeError(
+                "`source_ids` must be integer token ids (batch_size, seq_len). "
+                f"Received: {type(source_ids).__name__} ({error})"
+            ) from error
+    if not source_ids.dtype.is_integer:
+        raise TypeError(
+            "`source_ids` must be integer token ids. "
+            f"Received: dtype={source_ids.dtype.name}"
+        )
+    if source_ids.shape.rank != 2:
+        raise ValueError(
+            "`source_ids` must have shape (batch_size, seq_len). "
+            f"Received: source_ids.shape={source_ids.shape}"
+        )
+    return tf.cast(source_ids, tf.int32)
+
+
+def ensure_built(model: Any) -> None:
+    """Builds an unbuilt Keras model (e.g. fresh from `Transformer(...)`)."""
+    if getattr(model, "built", True) is False:
+        model.build()
+
+
+def check_max_length(model: Any, max_length: int | None) -> int | None:
+    """Validates a user's `max_length` against the model's positional table."""
+    if max_length is None:
+        return None
+    if isinstance(max_length, bool) or not isinstance(max_length, int):
+        raise TypeError(
+            f"`max_length` must be a positive int or None. Received: {max_length!r}"
+        )
+    model_max = getattr(model, "max_length", None)
+    if max_length < 1 or (model_max is not None and max_length > model_max):
+        raise ValueError(
+            f"`max_length` must be in [1, model.max_length={model_max}]. "
+            f"Received: max_length={max_length}"
+        )
+    return max_length
+
+
+def output_limits(
+    model: Any, source_ids: tf.Tensor, max_length: int | None
+) -> tuple[int | tf.Tensor, tf.Tensor]:
+    """Output buffer length and each sentence's maximum output length.
+
+    With `max_length=None` sentence `i` may produce `len_i + 50` tokens (its
+    own non-padding length, so a translation does not depend on what else is
+    in the batch), capped by `model.max_length`; the buffer is
+    `min(S + 50, model.max_length)` long, a Python int when `S` is static.
+
+    Args:
+        model: the model (its `max_length` attribute caps the output).
+        source_ids: `int32` `(B, S)`.
+        max_length: same limit for every sentence, or `None`.
+
+    Returns:
+        `(L, limits)`: the buffer length and `int32` `(B,)` limits `<= L`.
+    """
+    batch_size = tf.shape(source_ids)[0]
+    if max_length is not None:
+        return max_length, tf.fill([batch_size], tf.constant(max_length, tf.int32))
+    cap = getattr(model, "max_length", None)
+    width = source_ids.shape[1]
+    if width is None:
+        width = tf.shape(source_ids)[1]
+    buffer_length = width + EXTRA_LENGTH
+    lengths = tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.int32), axis=1)
+    limits = lengths + EXTRA_LENGTH
+    if cap is not None:
+        buffer_length = (
+            min(buffer_length, cap)
+            if isinstance(buffer_length, int)
+            else tf.minimum(buffer_length, cap)
+        )
+        limits = tf.minimum(limits, cap)
+    return buffer_length, limits
+
+
+def write_column(tokens: tf.Tensor, column: tf.Tensor, values: tf.Tensor) -> tf.Tensor:
+    """`tokens[..., column] = values` for a column that is still all 0.
+
+    Args:
+        tokens: `int32` `(..., L)`, zero at `column`.
+        column: scalar `int32` index.
+        values: `int32` `(...)`.
+
+    Returns:
+        The updated `(..., L)` tensor (a one-hot add: XLA-friendly).
+    """
+    one_hot = tf.one_hot(column, tf.shape(tokens)[-1], dtype=tokens.dtype)
+    return tokens + values[..., None] * one_hot
+
+
+def next_token_log_probs(logits: tf.Tensor) -> tf.Tensor:
+    """Float32 log-softmax; padding and start ids can never be generated.
+
+    Args:
+        logits: `(N, V)`.
+
+    Returns:
+        `(N, V)` log-probabilities under the model, `NEG_INF` at ids 0 and 2.
+    """
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+    vocab_size = tf.shape(log_probs)[-1]
+    banned = tf.reduce_any(
+        tf.range(vocab_size)[:, None] == tf.constant([[PAD_ID, START_ID]]), axis=1
+    )
+    return tf.where(banned[None, :], tf.constant(NEG_INF, tf.float32), log_probs)
+
+
+class Stepper:
+    """Next-token log-probabilities for a batch of `N` growing prefixes.
+
+    With `use_cache=True` each step feeds the one new token and the
+    key/value cache; otherwise the whole fixed `(N, L)` token buffer is
+    decoded again and the logits at position `t` are read (fixed shapes, so
+    this also compiles with XLA).
+
+    Args:
+        model: the model to decode with.
+        memory: `(N, S, D)` encoder output (already tiled per beam).
+        source_mask: `(N, S)`.
+        buffer_length: `L`, number of output positions.
+        use_cache: decode incrementally with the key/value cache.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        memory: tf.Tensor,
+        source_mask: tf.Tensor,
+        buffer_length: int | tf.Tensor,
+        use_cache: bool,
+    ) -> None:
+        self.model = model
+        self.memory = memory
+        self.source_mask = source_mask
+        self.buffer_length = buffer_length
+        self.use_cache = use_cache
+
+    def initial_state(self) -> Any:
+        """The cache from `model.init_cache`, or `()` without cache."""
+        if not self.use_cache:
+            return ()
+        return self.model.init_cache(self.memory, self.buffer_length)
+
+    def step(
+        self, tokens: tf.Tensor, t: tf.Tensor, state: Any
+    ) -> tuple[tf.Tensor, Any]:
+        """Log-probabilities of the token after `tokens[:, t]`.
+
+        Args:
+            tokens: `int32` `(N, L + 1)`: start id, then the output so far.
+            t: scalar `int32` step, `0 <= t < L`.
+            state: the cache (or `()`).
+
+        Returns:
+            `((N, V) float32 log-probabilities, new state)`.
+        """
+        if self.use_cache:
+            current = tf.gather(tokens, t[None], axis=1)  # (N, 1)
+            logits, state = self.model.decode(
+                current, self.memory, self.source_mask, cache=state, cache_index=t
+            )
+            return next_token_log_probs(logits[:, 0]), state
+        prefix = tokens[:, : self.buffer_length]  # (N, L)
+        logits = self.model.decode(prefix, self.memory, self.source_mask)
+        return next_token_log_probs(tf.gather(logits, t, axis=1)), state
+
+    def reorder(self, state: Any, indices: tf.Tensor) -> Any:
+        """Rows `indices` of the self-attention caches (beam parents).
+
+        Cross-attention caches are the same for all beams of a sentence and
+        beams never move between sentences, so they are left as they are.
+        """
+        if not self.use_cache:
+            return state
+        return [
+            (tf.nest.map_structure(lambda c: tf.gather(c, indices), self_cache), cross)
+            for self_cache, cross in state
+        ]
+
+
+def attention_of(
+    model: Any,
+    ids: tf.Tensor,
+    memory: tf.Tensor,
+    source_mask: tf.Tensor,
+    lengths: tf.Tensor,
+) -> dict[str, list[tf.Tensor]]:
+    """Every decoder layer's attention weights while producing `ids`.
+
+    One teacher-forced pass over `[start] + ids`: exactly the weights of the
+    search's own steps (the decoder is causal), without storing them in the
+    loop. Rows of positions past each output's length are zeroed.
+
+    Args:
+        model: the model.
+        ids: `int32` `(B, L)` outputs, 0-padded after the end id.
+        memory: `(B, S, D)`.
+        source_mask: `(B, S)`.
+        lengths: `int32` `(B,)` output lengths (end id included).
+
+    Returns:
+        `{"self_attention": [(B, H, L, L)] * layers,
+        "cross_attention": [(B, H, L, S)] * layers}`.
+    """
+    start = tf.fill([tf.shape(ids)[0], 1], START_ID)
+    target_in = tf.concat([start, ids[:, :-1]], axis=1)
+    _, scores = model.decode(
+        target_in, memory, source_mask, return_attention_scores=True
+    )
+    # (B, 1, L, 1): query rows that produced a real output token.
+    valid = tf.sequence_mask(lengths, tf.shape(ids)[1])[:, None, :, None]
+    return {
+        kind: [tf.where(valid, w, tf.zeros_like(w)) for w in scores[kind]]
+        for kind in ("self_attention", "cross_attention")
+    }

@@ -1,0 +1,170 @@
+"""Text in, text out: tokenizer + model + search as one exportable `tf.Module`."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import tensorflow as tf
+
+from keras_transformer.decoding.beam_search import beam_search
+from keras_transformer.decoding.greedy import greedy_search
+from keras_transformer.decoding.search_utils import (
+    END_ID,
+    PAD_ID,
+    check_max_length,
+    ensure_built,
+)
+from keras_transformer.validation import check_positive_int
+
+
+class Translator(tf.Module):
+    """Translates a batch of sentences; export it with `tf.saved_model.save`.
+
+    Calling it tokenizes the sentences, appends the end id 3 (sources look
+    like in training: tokens + [end]), pads them into one batch, runs beam
+    search (greedy search when `beam_size=1`) and detokenizes the best
+    hypotheses. Everything is TensorFlow ops in one `tf.function`, so the
+    SavedModel needs neither this package nor Keras to run: load it with
+    `tf.saved_model.load(path)` (plus `import tensorflow_text` when the
+    tokenizer uses its ops, as the SentencePiece `Tokenizer` does).
+
+    Edge cases: an empty batch gives an empty result; an empty (or
+    all-space) sentence gives an empty translation; a sentence of more than
+    `model.max_length - 1` tokens is truncated to that many (then the end
+    id), with a warning printed to stderr; anything but a 1-D string tensor
+    (or a list of `str`) raises `TypeError` naming `sentences`.
+
+    Args:
+        tokenizer: a `tf.Module` with `tokenize(strings (B,)) ->
+            tf.RaggedTensor (B, None)` of ids without start or end, and
+            `detokenize(ids (B, T) int32) -> (B,) tf.string` that drops ids 0
+            and 2 and stops at 3, e.g. `keras_transformer.data.Tokenizer`.
+        model: a built or unbuilt `Transformer` (or an object with the same
+            `encode`, `decode`, `init_cache` and `max_length`).
+        beam_size: hypotheses per sentence; 1 means greedy search.
+        alpha: length penalty strength of beam search.
+        max_length: most output tokens per sentence; by default the source
+            length + 50, capped by `model.max_length`.
+        use_cache: decode with the key/value cache (no reason not to).
+        jit_compile: compile the search with XLA (measure first: on CPUs it
+            is not always faster; see docs/benchmarks.md).
+        name: name of the `tf.Module`.
+
+    Call arguments:
+        sentences: `(B,)` `tf.string` tensor (or a list of `str`).
+
+    Returns:
+        `(B,)` `tf.string` translations.
+
+    Example:
+
+    >>> from keras_transformer.models import Transformer
+    >>> class Characters(tf.Module):  # ids 4.. are bytes, for the example
+    ...     @tf.function
+    ...     def tokenize(self, strings):
+    ...         return tf.strings.unicode_decode(strings, "UTF-8") % 64 + 4
+    ...     @tf.function
+    ...     def detokenize(self, ids):
+    ...         keep = tf.math.cumsum(tf.cast(ids == 3, tf.int32), 1) == 0
+    ...         ids = tf.ragged.boolean_mask(ids, keep & (ids > 3))
+    ...         return tf.strings.unicode_encode(ids + 60, "UTF-8")
+    >>> model = Transformer(vocab_size=68, num_layers=1, d_model=8,
+    ...                     num_heads=2, d_ff=16, max_length=16)
+    >>> translator = Translator(Characters(), model, beam_size=2)
+    >>> translator(tf.constant(["Hallo", ""])).shape
+    TensorShape([2])
+    >>> translator(tf.constant([""])).numpy()
+    array([b''], dtype=object)
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        model: Any,
+        beam_size: int = 4,
+        alpha: float = 0.6,
+        max_length: int | None = None,
+        use_cache: bool = True,
+        jit_compile: bool = False,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        check_positive_int("beam_size", beam_size)
+        for method in ("tokenize", "detokenize"):
+            if not callable(getattr(tokenizer, method, None)):
+                raise TypeError(
+                    f"`tokenizer` must have a `{method}` method. "
+                    f"Received: {type(tokenizer).__name__}"
+                )
+        if getattr(model, "max_length", None) is None:
+            raise TypeError(
+                "`model` must have a `max_length` attribute (e.g. a Transformer). "
+                f"Received: {type(model).__name__}"
+            )
+        ensure_built(model)
+        self.tokenizer = tokenizer
+        self.model = model
+        self.beam_size = beam_size
+        self.alpha = float(alpha)
+        self.max_length = check_max_length(model, max_length)
+        self.use_cache = use_cache
+        self.jit_compile = jit_compile
+        self._search = tf.function(self._search_ids, jit_compile=jit_compile)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    def __call__(self, sentences: tf.Tensor) -> tf.Tensor:
+        tokens = tf.cast(self.tokenizer.tokenize(sentences), tf.int32)
+        lengths = tf.cast(tokens.row_lengths(), tf.int32)  # (B,)
+        # Room for the end id within the model's positional table.
+        limit = self.model.max_length - 1
+        too_long = tf.reduce_sum(tf.cast(lengths > limit, tf.int32))
+        tf.cond(
+            too_long > 0,
+            lambda: _warn_truncated(too_long, limit),
+            lambda: tf.constant(False),
+        )
+        lengths = tf.minimum(lengths, limit)
+        tokens = tokens[:, :limit].to_tensor(default_value=PAD_ID)  # (B, T)
+        # (B, T + 1): tokens, end id, padding.
+        tokens = tf.pad(tokens, [[0, 0], [0, 1]])
+        end = tf.one_hot(lengths, tf.shape(tokens)[1], dtype=tf.int32) * END_ID
+        source_ids = tokens + end
+        # The layers cannot run on an empty batch: skip the search then.
+        ids = tf.cond(
+            tf.shape(source_ids)[0] > 0,
+            lambda: self._search(source_ids),
+            lambda: tf.zeros([0, 1], tf.int32),
+        )
+        # An empty sentence translates to an empty one.
+        ids = tf.where(lengths[:, None] > 0, ids, tf.zeros_like(ids))
+        return self.tokenizer.detokenize(ids)
+
+    def _search_ids(self, source_ids: tf.Tensor) -> tf.Tensor:
+        if self.beam_size == 1:
+            result = greedy_search(
+                self.model,
+                source_ids,
+                max_length=self.max_length,
+                use_cache=self.use_cache,
+            )
+        else:
+            result = beam_search(
+                self.model,
+                source_ids,
+                beam_size=self.beam_size,
+                alpha=self.alpha,
+                max_length=self.max_length,
+                use_cache=self.use_cache,
+            )
+        return result["ids"]
+
+
+def _warn_truncated(count: tf.Tensor, limit: int) -> tf.Tensor:
+    tf.print(
+        "WARNING: Translator truncated",
+        count,
+        f"sentence(s) to model.max_length - 1 = {limit} tokens",
+        output_stream=sys.stderr,
+    )
+    return tf.constant(True)

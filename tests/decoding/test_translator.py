@@ -1,0 +1,141 @@
+"""Translator: strings in and out, edge cases, SavedModel in a fresh process."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import keras
+import pytest
+import tensorflow as tf
+
+from keras_transformer.decoding import Translator, beam_search, greedy_search
+
+WORDS = [f"w{i}" for i in range(20)]  # ids 4 .. 23
+# Whatever the source: w1 w2 </s> (ids 5 6 3).
+HELLO_WORLD = {2: {5: 1.0}, 5: {6: 1.0}, 6: {3: 1.0}}
+
+
+def source_ids(sentences, limit=None):
+    """What the translator should feed the search: words, end id, padding."""
+    rows = [[4 + WORDS.index(w) for w in s.split()][:limit] + [3] for s in sentences]
+    width = max(len(r) for r in rows)
+    return tf.constant([r + [0] * (width - len(r)) for r in rows], tf.int32)
+
+
+def test_translates_a_batch_of_strings(bigram, word_tokenizer):
+    translator = Translator(word_tokenizer(WORDS), bigram(HELLO_WORLD, 24))
+    out = translator(tf.constant(["w3 w4", "w7 w7 w7 w2"]))
+    assert out.dtype == tf.string and out.shape == (2,)
+    assert out.numpy().tolist() == [b"w1 w2", b"w1 w2"]
+    assert translator(["w5"]).numpy().tolist() == [b"w1 w2"]  # a list works too
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_equals_search_on_tokens_plus_end(model, word_tokenizer, beam_size):
+    tokenizer = word_tokenizer(WORDS)
+    sentences = ["w3 w9 w4", "w17", "w0 w1 w2 w3 w4 w5"]
+    translator = Translator(tokenizer, model, beam_size=beam_size, max_length=8)
+    if beam_size == 1:
+        ids = greedy_search(model, source_ids(sentences), max_length=8)["ids"]
+    else:
+        ids = beam_search(model, source_ids(sentences), beam_size, max_length=8)["ids"]
+    expected = tokenizer.detokenize(ids).numpy().tolist()
+    assert translator(tf.constant(sentences)).numpy().tolist() == expected
+
+
+def test_empty_strings_and_empty_batch(bigram, word_tokenizer):
+    translator = Translator(word_tokenizer(WORDS), bigram(HELLO_WORLD, 24), 2)
+    out = translator(tf.constant(["", "w3", "   "]))
+    assert out.numpy().tolist() == [b"", b"w1 w2", b""]
+    empty = translator(tf.constant([], tf.string))
+    assert empty.shape == (0,) and empty.dtype == tf.string
+
+
+def test_long_input_is_truncated_with_a_warning(
+    make_transformer, word_tokenizer, capfd
+):
+    model = make_transformer(max_length=8)  # sources of at most 7 tokens + end
+    tokenizer = word_tokenizer(WORDS)
+    translator = Translator(tokenizer, model, beam_size=1)
+    long = " ".join(WORDS[:12])
+    out = translator(tf.constant([long, "w5 w6"]))
+    assert "truncated 1 sentence(s)" in capfd.readouterr().err
+    ids = greedy_search(model, source_ids([long, "w5 w6"], limit=7))["ids"]
+    assert out.numpy().tolist() == tokenizer.detokenize(ids).numpy().tolist()
+    translator(tf.constant(["w5 w6"]))
+    assert "truncated" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("bad", [tf.constant([1, 2]), [1, 2], tf.constant([["a"]])])
+def test_wrong_input_type_names_the_argument(bigram, word_tokenizer, bad):
+    translator = Translator(word_tokenizer(WORDS), bigram(HELLO_WORLD, 24))
+    with pytest.raises(TypeError, match="sentences.*string|string.*sentences"):
+        translator(bad)
+
+
+def test_bad_construction(bigram, word_tokenizer):
+    with pytest.raises(TypeError, match="tokenizer"):
+        Translator(object(), bigram(HELLO_WORLD, 24))
+    with pytest.raises(ValueError, match="beam_size"):
+        Translator(word_tokenizer(WORDS), bigram(HELLO_WORLD, 24), beam_size=0)
+    with pytest.raises(ValueError, match="max_length"):
+        Translator(word_tokenizer(WORDS), bigram(HELLO_WORLD, 24), max_length=65)
+
+
+@pytest.mark.slow
+def test_jit_compiled_translator_gives_the_same(model, word_tokenizer):
+    sentences = tf.constant(["w3 w9 w4", "w17", ""])
+    tokenizer = word_tokenizer(WORDS)
+    plain = Translator(tokenizer, model, beam_size=2, max_length=6)
+    xla = Translator(tokenizer, model, beam_size=2, max_length=6, jit_compile=True)
+    assert xla(sentences).numpy().tolist() == plain(sentences).numpy().tolist()
+
+
+LOAD_AND_TRANSLATE = """
+import json, sys
+import tensorflow as tf
+{extra_import}
+translator = tf.saved_model.load(sys.argv[1])
+out = translator(tf.constant(json.loads(sys.argv[2])))
+assert not any(m.startswith("keras_transformer") for m in sys.modules)
+print(json.dumps([s.decode("utf-8") for s in out.numpy().tolist()]))
+"""
+
+
+@pytest.mark.slow
+def test_saved_model_in_a_fresh_process(tmp_path, make_transformer, word_tokenizer):
+    sentences = ["A man rides a bike.", "Zwei Hunde spielen im Schnee.", ""]
+    try:
+        from keras_transformer.data.tokenizer import Tokenizer
+    except ImportError:  # Until the SentencePiece tokenizer lands.
+        tokenizer, extra_import = word_tokenizer(WORDS), ""
+        sentences = ["w1 w2", "w3", ""]
+    else:
+        # Seed first: tf.random.set_seed clears TensorFlow's kernel cache,
+        # which deletes the SentencePiece resource of existing tokenizers.
+        keras.utils.set_random_seed(0)
+        tokenizer = Tokenizer.train(sentences[:2] * 20, vocab_size=300)
+        extra_import = "import tensorflow_text  # registers the SentencePiece ops"
+    model = make_transformer(tokenizer.vocab_size, max_length=24, seed=None)
+    translator = Translator(tokenizer, model, beam_size=2, max_length=10)
+    expected = [s.decode("utf-8") for s in translator(tf.constant(sentences)).numpy()]
+    assert expected[2] == ""
+    tf.saved_model.save(translator, str(tmp_path / "translator"))
+
+    code = textwrap.dedent(LOAD_AND_TRANSLATE.format(extra_import=extra_import))
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            str(tmp_path / "translator"),
+            json.dumps(sentences),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,  # so that this package cannot be imported by accident
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
