@@ -210,6 +210,11 @@ def main(argv=None) -> dict:
     parser.add_argument(
         "--executions", default="eager,graph,xla", help="comma-separated subset"
     )
+    parser.add_argument(
+        "--eager-batches",
+        type=int,
+        help="run eager decoding on only this many batches (it is slow)",
+    )
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -242,18 +247,22 @@ def main(argv=None) -> dict:
     for search in SEARCHES:
         for execution in args.executions.split(","):
             for use_cache in (True, False):
+                subset = batches
+                if execution == "eager" and args.eager_batches:
+                    subset = batches[: args.eager_batches]
                 ids, seconds, compile_seconds = run(
-                    model, batches, search, use_cache, execution
+                    model, subset, search, use_cache, execution
                 )
+                n = sum(int(b.shape[0]) for b in subset)
                 outputs[search, execution, use_cache] = ids
                 rows.append(
                     dict(
                         search=search,
                         execution=execution,
                         cache=use_cache,
-                        sentences=count,
+                        sentences=n,
                         seconds=round(seconds, 3),
-                        sentences_per_second=round(count / seconds, 2),
+                        sentences_per_second=round(n / seconds, 2),
                         compile_seconds=round(compile_seconds, 2),
                         mean_output_tokens=round(
                             float(np.mean([len(o) for o in ids])), 2
@@ -281,12 +290,13 @@ def main(argv=None) -> dict:
         row["identical_to_other_cache_setting"] = f"{sum(same)}/{len(same)}"
         # Reference: the first execution (eager by default) with the cache.
         reference = outputs[row["search"], args.executions.split(",")[0], True]
+        # Over the sentences both decoded (eager may have run on fewer).
         same = [
             a == b
             for a, b in zip(
                 outputs[row["search"], row["execution"], row["cache"]],
                 reference,
-                strict=True,
+                strict=False,
             )
         ]
         row["identical_to_reference"] = f"{sum(same)}/{len(same)}"

@@ -127,13 +127,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(json.dumps(scores, indent=2))
         elif args.command == "translate":
+            translator = pipeline.make_translator(
+                args.model, beam_size=args.beam, alpha=args.alpha
+            )
             lines = _read_inputs(args.files)
-            for line in pipeline.translate_lines(
-                args.model,
-                lines,
-                beam_size=args.beam,
-                alpha=args.alpha,
-                batch_size=args.batch_size,
+            for line in pipeline.translate_sentences(
+                translator, lines, batch_size=args.batch_size
             ):
                 print(line)
         elif args.command == "export":

@@ -8,8 +8,8 @@ invalid value is an error that names it.
 data:
   corpus: builtin        # builtin | multi30k | tfds:NAME | files
   data_dir: null         # multi30k / tfds: where the data is (or goes)
-  source_lang: en        # multi30k: source language code
-  target_lang: de        # multi30k: target language code
+  source_lang: en        # multi30k, tfds: source language code
+  target_lang: de        # multi30k, tfds: target language code
   train_files: null      # files: [source_path, target_path]
   valid_files: null      # files: [source_path, target_path]
   test_files: null       # files: [source_path, target_path]

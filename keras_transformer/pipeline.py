@@ -21,12 +21,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import time
 from pathlib import Path
 
 import keras
 import tensorflow as tf
 import yaml
+from tqdm.auto import tqdm
 
 from keras_transformer import data
 from keras_transformer.config import Config, load_config
@@ -82,7 +84,13 @@ def load_splits(config: Config) -> dict:
     name = d.corpus.removeprefix("tfds:")
     splits = {"train": "train", "valid": "validation", "test": "test"}
     return {
-        split: data.load_tfds(name, tfds_split, data_dir=d.data_dir)
+        split: data.load_tfds(
+            name,
+            tfds_split,
+            data_dir=d.data_dir,
+            source_key=d.source_lang,
+            target_key=d.target_lang,
+        )
         for split, tfds_split in splits.items()
     }
 
@@ -255,34 +263,26 @@ def translate_sentences(
         translator: callable mapping a `(B,)` `tf.string` tensor to `(B,)`.
         sentences: the sentences.
         batch_size: sentences per call.
-        progress: show a progress bar.
+        progress: show a progress bar (on stderr, so stdout stays clean).
 
     Returns:
         One translation per sentence, in order.
     """
-    bar = (
-        keras.utils.Progbar(len(sentences), unit_name="sentence") if progress else None
-    )
     out = []
-    for i in range(0, len(sentences), batch_size):
-        batch = tf.constant(sentences[i : i + batch_size], dtype=tf.string)
-        out.extend(t.decode("utf-8") for t in translator(batch).numpy())
-        if bar is not None:
-            bar.update(len(out))
+    with tqdm(
+        total=len(sentences), unit="sentence", disable=not progress, file=sys.stderr
+    ) as bar:
+        for i in range(0, len(sentences), batch_size):
+            batch = tf.constant(sentences[i : i + batch_size], dtype=tf.string)
+            out.extend(t.decode("utf-8") for t in translator(batch).numpy())
+            bar.update(len(out) - bar.n)
     return out
 
 
-def translate_lines(
-    model_dir: str,
-    lines: list[str],
-    beam_size: int = 4,
-    alpha: float = 0.6,
-    batch_size: int = 64,
-) -> list[str]:
-    """`keras-transformer translate`: translations of `lines`, in order."""
+def make_translator(model_dir: str, beam_size: int = 4, alpha: float = 0.6):
+    """A `Translator` for the model and tokenizer saved in `model_dir`."""
     model, tokenizer = load_trained(model_dir)
-    translator = Translator(tokenizer, model, beam_size=beam_size, alpha=alpha)
-    return translate_sentences(translator, lines, batch_size=batch_size)
+    return Translator(tokenizer, model, beam_size=beam_size, alpha=alpha)
 
 
 def evaluate_files(
@@ -307,8 +307,7 @@ def evaluate_files(
         Scores and signatures from `score_translations`.
     """
     corpus = data.load_parallel_files(source_path, reference_path)
-    model, tokenizer = load_trained(model_dir)
-    translator = Translator(tokenizer, model, beam_size=beam_size, alpha=alpha)
+    translator = make_translator(model_dir, beam_size=beam_size, alpha=alpha)
     hypotheses = translate_sentences(
         translator, list(corpus.sources), batch_size=batch_size, progress=True
     )
@@ -323,8 +322,7 @@ def export_translator(
     The result runs with TensorFlow and tensorflow-text only:
     `tf.saved_model.load(out_dir)(tf.constant(["A man rides a bike."]))`.
     """
-    model, tokenizer = load_trained(model_dir)
-    translator = Translator(tokenizer, model, beam_size=beam_size, alpha=alpha)
+    translator = make_translator(model_dir, beam_size=beam_size, alpha=alpha)
     tf.saved_model.save(translator, str(out_dir))
     return str(out_dir)
 
@@ -377,6 +375,7 @@ def run_demo(
     output_dir: str = "demo_output",
     seed: int = 0,
     verbose: int | str = "auto",
+    test_sentences: int | None = None,
 ) -> dict:
     """The main job: a small translator trained on the built-in corpus.
 
@@ -390,6 +389,8 @@ def run_demo(
         output_dir: where everything is written.
         seed: seed of the corpus split and of training.
         verbose: Keras `fit` verbosity.
+        test_sentences: score only the first this many test sentences (all
+            1000 by default).
 
     Returns:
         `{"summary", "scores", "examples", "files"}`: the training summary,
@@ -423,6 +424,8 @@ def run_demo(
     translator = Translator(tokenizer, model, beam_size=4, alpha=0.6)
     test = data.builtin_corpus("test", seed=seed)
     sources, references = list(test.sources), list(test.targets)
+    if test_sentences is not None:
+        sources, references = sources[:test_sentences], references[:test_sentences]
     logger.info("Translating %d test sentences with beam search.", len(sources))
     hypotheses = translate_sentences(
         translator, sources, batch_size=100, progress=verbose != 0

@@ -16,6 +16,7 @@ from keras_transformer.decoding.search_utils import (
     check_max_length,
     check_source_ids,
     ensure_built,
+    keep_shapes,
     output_limits,
     write_column,
 )
@@ -148,6 +149,7 @@ def beam_search(
         return tf.logical_and(t < buffer_length, tf.logical_not(tf.reduce_all(done)))
 
     def step(t, alive_seq, alive_log_probs, finished, num_finished, done, state):
+        old_state = state
         flat_seq = tf.reshape(alive_seq, [batch_size * k, width])
         step_log_probs, state = stepper.step(flat_seq, t, state)  # (B * k, V)
         vocab_size = tf.shape(step_log_probs)[-1]
@@ -203,15 +205,17 @@ def beam_search(
             mask = tf.reshape(done, [-1] + [1] * (new.shape.rank - 1))
             return tf.where(mask, old, new)
 
-        finished = tf.nest.map_structure(freeze, finished, new_finished)
-        return (
-            t + 1,
-            freeze(alive_seq, next_alive_seq),
-            freeze(alive_log_probs, next_alive_log_probs),
-            finished,
-            freeze(num_finished, num_finished_next),
-            next_done,
-            state,
+        return keep_shapes(
+            (
+                t + 1,
+                freeze(alive_seq, next_alive_seq),
+                freeze(alive_log_probs, next_alive_log_probs),
+                tf.nest.map_structure(freeze, finished, new_finished),
+                freeze(num_finished, num_finished_next),
+                next_done,
+                state,
+            ),
+            (t, alive_seq, alive_log_probs, finished, num_finished, done, old_state),
         )
 
     # Only beam 0 is alive at first, so the k beams do not start as copies.

@@ -15,6 +15,7 @@ from keras_transformer.decoding.search_utils import (
     check_max_length,
     check_source_ids,
     ensure_built,
+    keep_shapes,
     output_limits,
     write_column,
 )
@@ -88,6 +89,7 @@ def greedy_search(
         return tf.logical_and(t < buffer_length, tf.logical_not(tf.reduce_all(done)))
 
     def step(t, tokens, log_probs, done, state):
+        old = (t, tokens, log_probs, done, state)
         step_log_probs, state = stepper.step(tokens, t, state)  # (B, V)
         next_ids = tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)
         next_log_probs = tf.reduce_max(step_log_probs, axis=-1)
@@ -95,7 +97,7 @@ def greedy_search(
         log_probs += tf.where(done, 0.0, next_log_probs)
         tokens = write_column(tokens, t + 1, next_ids)
         done = done | (next_ids == END_ID) | (t + 1 >= limits)
-        return t + 1, tokens, log_probs, done, state
+        return keep_shapes((t + 1, tokens, log_probs, done, state), old)
 
     # (B, L + 1): the start id, then the output.
     tokens = tf.concat(

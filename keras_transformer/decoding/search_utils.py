@@ -129,6 +129,22 @@ def output_limits(
     return buffer_length, limits
 
 
+def keep_shapes(new: Any, old: Any) -> Any:
+    """Gives loop outputs their inputs' static shapes (for `tf.while_loop`).
+
+    Ops such as `tf.gather` with computed indices can lose a static batch
+    size inside the loop body; the loop then refuses a variable whose shape
+    changed across iterations.
+    """
+
+    def restore(n, o):
+        if isinstance(n, tf.Tensor) and not tf.executing_eagerly():
+            n.set_shape(o.shape)
+        return n
+
+    return tf.nest.map_structure(restore, new, old)
+
+
 def write_column(tokens: tf.Tensor, column: tf.Tensor, values: tf.Tensor) -> tf.Tensor:
     """`tokens[..., column] = values` for a column that is still all 0.
 

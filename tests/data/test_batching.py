@@ -103,7 +103,7 @@ def test_fixed_shapes_within_the_token_budget(corpus):
     assert stats.bucket_lengths == default_bucket_lengths(max_length)
     assert stats.batch_sizes == tuple(budget // b for b in stats.bucket_lengths)
     pairs, shapes = unpack(batches)
-    assert len(shapes) == stats.batches
+    assert len(shapes) == stats.batches == int(batches.cardinality())
     partial = collections.Counter()
     for size, length in shapes:
         assert length in stats.bucket_lengths

@@ -75,12 +75,12 @@ class WordTokenizer(tf.Module):
         return tf.strings.reduce_join(tf.gather(self.vocab, ids), axis=1, separator=" ")
 
 
-def tiny_transformer(vocab_size=24, max_length=40, seed=0):
+def tiny_transformer(vocab_size=24, max_length=40, seed=0, num_layers=2):
     if seed is not None:
         keras.utils.set_random_seed(seed)
     model = Transformer(
         vocab_size=vocab_size,
-        num_layers=2,
+        num_layers=num_layers,
         d_model=16,
         num_heads=2,
         d_ff=32,
@@ -126,5 +126,5 @@ def word_tokenizer():
 
 @pytest.fixture
 def make_transformer():
-    """`tiny_transformer(vocab_size=24, max_length=40, seed=0)`."""
+    """`tiny_transformer(vocab_size=24, max_length=40, seed=0, num_layers=2)`."""
     return tiny_transformer

@@ -88,15 +88,26 @@ def test_default_max_length_and_cut_hypotheses(bigram):
 
 
 def test_beam_size_one_is_greedy(model, sources):
-    greedy = greedy_search(model, sources, max_length=12)
-    beam = beam_search(model, sources, beam_size=1, alpha=0.6, max_length=12)
+    greedy = greedy_search(model, sources, max_length=8)
+    beam = beam_search(model, sources, beam_size=1, alpha=0.6, max_length=8)
+    np.testing.assert_array_equal(beam["ids"], greedy["ids"])
+    np.testing.assert_array_equal(beam["log_probs"], greedy["log_probs"])
+
+
+@pytest.mark.parametrize("toy", [GREEDY_IS_WRONG, SHORT_OR_LONG])
+def test_beam_size_one_is_greedy_on_toys(bigram, toy):
+    # With alpha = 0.6 the long F G H </s> would outscore greedy's E </s>,
+    # but one finished hypothesis fills a beam of one.
+    model = bigram(toy, 12)
+    greedy = greedy_search(model, tf.constant([[4, 3]]))
+    beam = beam_search(model, tf.constant([[4, 3]]), beam_size=1, alpha=0.6)
     np.testing.assert_array_equal(beam["ids"], greedy["ids"])
     np.testing.assert_array_equal(beam["log_probs"], greedy["log_probs"])
 
 
 def test_cached_equals_uncached(model, sources):
-    cached = beam_search(model, sources, beam_size=3, max_length=10)
-    uncached = beam_search(model, sources, beam_size=3, max_length=10, use_cache=False)
+    cached = beam_search(model, sources, beam_size=3, max_length=8)
+    uncached = beam_search(model, sources, beam_size=3, max_length=8, use_cache=False)
     for key in ("ids", "lengths"):
         np.testing.assert_array_equal(cached[key], uncached[key])
     for key in ("scores", "log_probs"):
