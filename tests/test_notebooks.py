@@ -47,6 +47,23 @@ def test_notebooks_exist():
     assert NOTEBOOKS, "no notebooks found in notebooks/"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
+def test_notebook_is_stored_executed(path):
+    """Readers see the outputs: every code cell ran, in order, without error."""
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    counts = [cell.execution_count for cell in code]
+    assert counts == list(range(1, len(code) + 1)), (
+        f"{path.name} is not stored as run top to bottom once (execution counts "
+        f"{counts}); run: python notebooks/run_notebooks.py {path.name}"
+    )
+    errors = [
+        out for cell in code for out in cell.outputs if out.output_type == "error"
+    ]
+    assert not errors, f"{path.name} is stored with an error output"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
 def test_notebook_runs(path, tmp_path, monkeypatch):

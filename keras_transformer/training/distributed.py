@@ -18,6 +18,8 @@ from collections.abc import Sequence
 import keras
 import tensorflow as tf
 
+from keras_transformer.validation import check_positive_int
+
 logger = logging.getLogger(__name__)
 
 STRATEGIES = ("default", "mirrored", "multi_worker")
@@ -166,9 +168,9 @@ def fit_distributed(
 
     The loss's own reduction is not used: only its per-token values,
     `loss.call(target_out, logits)` of shape `(batch_size, seq_len)`. Works
-    with `MaskedCrossEntropy` and with Keras's built-in losses. Under a
-    mixed-precision policy the optimizer's `scale_loss` is applied (pass a
-    `keras.optimizers.LossScaleOptimizer` for "mixed_float16").
+    with `MaskedCrossEntropy` and with Keras's built-in losses. The loss
+    goes through `optimizer.scale_loss` before the gradients, so a
+    `keras.optimizers.LossScaleOptimizer` (for "mixed_float16") works.
 
     Args:
         model: a model called on `(source_ids, target_in)` returning logits
@@ -214,6 +216,9 @@ def fit_distributed(
     >>> len(losses), all(np.isfinite(losses))
     (2, True)
     """
+    check_positive_int("steps", steps)
+    if checkpoint_every is not None:
+        check_positive_int("checkpoint_every", checkpoint_every)
     strategy = strategy or tf.distribute.get_strategy()
     if getattr(optimizer, "_distribution_strategy", strategy) is not strategy:
         raise ValueError(

@@ -277,6 +277,7 @@ def _losses_from_seed(seed, steps=3):
     return history.history["loss"]
 
 
+@pytest.mark.slow
 def test_same_seed_same_losses():
     first = _losses_from_seed(7)
     second = _losses_from_seed(7)

@@ -146,6 +146,7 @@ def test_toy_batches_tell_global_from_per_replica_means():
     assert abs(np.mean(replica_means) - global_mean) > 100 * RTOL * global_mean
 
 
+@pytest.mark.slow
 def test_fit_distributed_matches_model_fit(custom_losses, fit_losses):
     assert len(custom_losses) == worker.STEPS
     assert np.all(np.isfinite(custom_losses))
@@ -153,6 +154,7 @@ def test_fit_distributed_matches_model_fit(custom_losses, fit_losses):
     np.testing.assert_allclose(custom_losses, fit_losses, rtol=RTOL)
 
 
+@pytest.mark.slow
 def test_fit_distributed_saves_the_trained_weights_on_the_chief(custom_run):
     _, model, path = custom_run
     restored = worker.tiny_model()
@@ -166,6 +168,8 @@ def test_fit_distributed_argument_errors():
     model = worker.tiny_model()
     loss, optimizer = worker.loss_and_optimizer()
     dataset = worker.toy_dataset()
+    with pytest.raises(ValueError, match="steps=0"):
+        fit_distributed(model, dataset, loss, optimizer, steps=0)
     with pytest.raises(ValueError, match="weights.h5"):
         fit_distributed(
             model, dataset, loss, optimizer, steps=1, checkpoint_path="model.keras"
