@@ -40,6 +40,10 @@ from keras_transformer.models import Transformer
 from keras_transformer.training import (
     CheckpointAveraging,
     TrainingBudget,
+    build_for_fit,
+    fit_distributed,
+    is_chief,
+    make_strategy,
     set_mixed_precision,
     transformer_optimizer,
 )
@@ -111,6 +115,8 @@ def train_from_config(config: Config, verbose: int | str = "auto") -> dict:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
     tr = config.training
+    # A multi-worker strategy must exist before any other TensorFlow op.
+    strategy = make_strategy(tr.strategy)
     keras.utils.set_random_seed(tr.seed)
     set_mixed_precision(tr.mixed_precision)
 
@@ -129,7 +135,6 @@ def train_from_config(config: Config, verbose: int | str = "auto") -> dict:
         if pairs is not None and split != "test"
     }
 
-    strategy = _strategy(tr.strategy)
     with strategy.scope():
         model = Transformer.from_preset(
             config.model.preset,
@@ -137,52 +142,35 @@ def train_from_config(config: Config, verbose: int | str = "auto") -> dict:
             max_length=max(config.data.max_length, 64),
             **config.model.overrides,
         )
+        loss = MaskedCrossEntropy(label_smoothing=tr.label_smoothing)
+        optimizer = transformer_optimizer(
+            model.d_model, tr.warmup_steps, scale=tr.lr_scale
+        )
         model.compile(
-            optimizer=transformer_optimizer(
-                model.d_model, tr.warmup_steps, scale=tr.lr_scale
-            ),
-            loss=MaskedCrossEntropy(label_smoothing=tr.label_smoothing),
+            optimizer=optimizer,
+            loss=loss,
             metrics=[MaskedAccuracy(name="accuracy"), Perplexity(name="perplexity")],
             jit_compile=tr.jit_compile,
         )
-        model.build()  # BackupAndRestore needs the variables before `fit`.
-    budget = TrainingBudget(minutes=tr.minutes, steps=tr.steps)
-    callbacks = [
-        keras.callbacks.BackupAndRestore(str(out / "backup"), save_freq=200),
-        keras.callbacks.TensorBoard(str(out / "logs"), update_freq=50),
-        budget,
-    ]
-    averaging = None
-    if tr.average_last:
-        averaging = CheckpointAveraging(
-            str(out / "checkpoints"),
-            keep=tr.average_last,
-            every_n_minutes=tr.checkpoint_minutes,
-        )
-        callbacks.append(averaging)
-    epochs = tr.epochs or (1000 if tr.minutes or tr.steps else 10)
     start = time.monotonic()
-    history = model.fit(
-        batches["train"],
-        validation_data=batches.get("valid"),
-        epochs=epochs,
-        callbacks=callbacks,
-        verbose=verbose,
-        shuffle=False,  # `make_batches` shuffles; Keras cannot shuffle tf.data.
-    )
+    if tr.strategy == "multi_worker":
+        history, averaging, stopped = _fit_multi_worker(
+            config, model, batches["train"], loss, optimizer, strategy, out
+        )
+    else:
+        history, averaging, stopped = _fit(config, model, batches, out, verbose)
     minutes = (time.monotonic() - start) / 60
-    model.save(out / MODEL_FILE)
+    if is_chief(strategy):
+        model.save(out / MODEL_FILE)
     summary = {
         "steps": int(model.optimizer.iterations.numpy()),
         "minutes": round(minutes, 2),
-        "epochs_run": len(history.history.get("loss", [])),
-        "history": {
-            k: [round(float(v), 5) for v in vs] for k, vs in history.history.items()
-        },
+        "epochs_run": len(history.get("loss", [])),
+        "history": {k: [round(float(v), 5) for v in vs] for k, vs in history.items()},
         "parameters": int(model.count_params()),
         "vocab_size": tokenizer.vocab_size,
         "averaged_checkpoints": len(averaging.checkpoints) if averaging else 0,
-        "stopped_by_budget": budget.stopped,
+        "stopped_by_budget": stopped,
     }
     _write_summary(out, summary)
     return summary
@@ -351,16 +339,58 @@ def _tokenizer(config: Config, train_pairs, out: Path):
     return tokenizer
 
 
-def _strategy(name: str) -> tf.distribute.Strategy:
-    if name == "mirrored":
-        return tf.distribute.MirroredStrategy()
-    if name == "multi_worker":
-        raise ValueError(
-            "training.strategy=multi_worker is not run through model.fit (Keras 3 "
-            "cannot, keras-team/keras#20585); use "
-            "keras_transformer.training.fit_distributed, see docs/training.md."
+def _fit(config: Config, model, batches: dict, out: Path, verbose):
+    """`model.fit` on one device or a MirroredStrategy, with the callbacks."""
+    tr = config.training
+    budget = TrainingBudget(minutes=tr.minutes, steps=tr.steps)
+    callbacks = [
+        # Backups each epoch: Keras 3.15 redoes steps when resuming from an
+        # integer `save_freq` (tests/training/test_fault_tolerance.py).
+        keras.callbacks.BackupAndRestore(str(out / "backup"), save_freq="epoch"),
+        keras.callbacks.TensorBoard(str(out / "logs"), update_freq=50),
+        budget,
+    ]
+    averaging = None
+    if tr.average_last:
+        averaging = CheckpointAveraging(
+            str(out / "checkpoints"),
+            keep=tr.average_last,
+            every_n_minutes=tr.checkpoint_minutes,
         )
-    return tf.distribute.get_strategy()
+        callbacks.append(averaging)
+    build_for_fit(model, batches["train"])  # Needed under MirroredStrategy.
+    history = model.fit(
+        batches["train"],
+        validation_data=batches.get("valid"),
+        epochs=tr.epochs or (1000 if tr.minutes or tr.steps else 10),
+        callbacks=callbacks,
+        verbose=verbose,
+        shuffle=False,  # `make_batches` shuffles; Keras cannot shuffle tf.data.
+    )
+    return history.history, averaging, budget.stopped
+
+
+def _fit_multi_worker(
+    config: Config, model, dataset, loss, optimizer, strategy, out: Path
+):
+    """The custom loop that Keras 3 `fit` cannot replace here (keras#20585)."""
+    tr = config.training
+    if tr.steps is None:
+        raise ValueError(
+            "training.strategy=multi_worker needs training.steps: the custom "
+            f"loop counts steps, not epochs or minutes. Received: steps={tr.steps}"
+        )
+    losses = fit_distributed(
+        model,
+        dataset.repeat(),
+        loss,
+        optimizer,
+        steps=tr.steps,
+        strategy=strategy,
+        checkpoint_path=str(out / "checkpoints" / "last.weights.h5"),
+        checkpoint_every=max(1, tr.steps // 10),
+    )
+    return {"loss": losses}, None, False
 
 
 def _write_summary(out: Path, summary: dict) -> None:
@@ -407,8 +437,8 @@ def run_demo(
             "model": {"preset": "tiny"},
             "training": {
                 "minutes": minutes,
-                "token_budget": 4096,
-                "warmup_steps": 500,
+                "token_budget": 2048,
+                "warmup_steps": 250,
                 "lr_scale": 1.0,
                 "average_last": 0,
                 "seed": seed,

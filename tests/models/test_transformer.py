@@ -184,8 +184,8 @@ def test_bad_hyper_parameters_raise(kwargs, message):
 def test_overfits_a_toy_set():
     """64 random token sequences, each to be copied: > 99% token accuracy.
 
-    (Memorising 64 random *pairs* took several hundred steps more: 65%
-    after 400 steps. Copying needs the attention to work, which is the
+    (Memorising 64 random *pairs* instead reached only 63-69% token accuracy
+    in 240-400 steps. Copying needs the attention to work, which is the
     point.)
     """
     keras.utils.set_random_seed(0)
