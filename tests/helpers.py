@@ -133,3 +133,19 @@ def _feed(arrays):
 
 def _predict(model, arrays):
     return ops.convert_to_numpy(model(_feed(arrays), training=False))
+
+
+def mirrored_strategy(devices):
+    """A MirroredStrategy over `devices` (the two logical CPUs of conftest).
+
+    On CPUs MirroredStrategy all-reduces with collective ops whose keys
+    restart at the same value in every new strategy: a second strategy in the
+    same process then fails ("Shape mismatch in the collective instance 100")
+    and aborts all later collectives. Reducing through one device uses none.
+    """
+    import tensorflow as tf
+
+    return tf.distribute.MirroredStrategy(
+        [d.name for d in devices],
+        cross_device_ops=tf.distribute.ReductionToOneDevice(),
+    )

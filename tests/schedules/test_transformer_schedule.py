@@ -4,37 +4,11 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import mirrored_strategy
 
 from keras_transformer.losses import MaskedCrossEntropy
 from keras_transformer.schedules import TransformerSchedule
 from keras_transformer.training import transformer_optimizer
-
-
-def _split_cpu_in_two():
-    # Two logical CPUs for MirroredStrategy; possible only before TensorFlow
-    # initialises its devices (a tests/conftest.py is the safe place).
-    try:
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration()] * 2
-        )
-    except RuntimeError:
-        pass
-
-
-_split_cpu_in_two()
-
-
-def mirrored_strategy(devices):
-    # On CPUs MirroredStrategy all-reduces with collective ops whose keys
-    # restart at the same value in every new strategy: a second strategy in
-    # the same process then fails ("Shape mismatch in the collective instance
-    # 100") and aborts all later collectives. Reducing through one device
-    # uses no collectives.
-    return tf.distribute.MirroredStrategy(
-        [d.name for d in devices],
-        cross_device_ops=tf.distribute.ReductionToOneDevice(),
-    )
 
 
 def paper_rate(step, d_model, warmup_steps, scale=1.0):
