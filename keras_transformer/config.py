@@ -34,6 +34,7 @@ training:
   jit_compile: false
   average_last: 5        # average the last N checkpoints at the end (0: off)
   checkpoint_minutes: 10 # how often a checkpoint is written for averaging
+  snapshot_minutes: []   # save the model after these minutes, e.g. [10, 20]
   seed: 0
 evaluation:
   beam_size: 4
@@ -99,6 +100,7 @@ class TrainingConfig:
     jit_compile: bool = False
     average_last: int = 5
     checkpoint_minutes: float = 10.0
+    snapshot_minutes: list[float] = field(default_factory=list)
     seed: int = 0
 
 
@@ -245,6 +247,12 @@ def validate(config: Config, source: str = "config") -> None:
     if not isinstance(tr.average_last, int) or tr.average_last < 0:
         fail("training.average_last", tr.average_last, "expected an integer >= 0")
     positive("training.checkpoint_minutes", tr.checkpoint_minutes)
+    snapshots = tr.snapshot_minutes
+    if not isinstance(snapshots, list) or not all(
+        isinstance(m, (int, float)) and not isinstance(m, bool) and m > 0
+        for m in snapshots
+    ):
+        fail("training.snapshot_minutes", snapshots, "expected a list of numbers > 0")
     positive("evaluation.beam_size", e.beam_size)
     positive("evaluation.batch_size", e.batch_size)
     if e.alpha < 0:

@@ -142,6 +142,10 @@ class MaskedCrossEntropy(keras.losses.Loss):
         return ops.where(ops.equal(y_true, self.pad_id), 0.0, losses)
 
     def _token_losses(self, y_true, y_pred):
+        if self.from_logits:
+            return _fused_token_losses(
+                y_true, y_pred, self.label_smoothing, self.pad_id
+            )
         log_probs = _log_probabilities(y_pred, self.from_logits)
         nll = _target_nll(y_true, log_probs, self.pad_id)
         if self.label_smoothing == 0:
@@ -176,6 +180,22 @@ def _token_weights(y_true, pad_id: int, sample_weight=None):
     while 0 < len(sample_weight.shape) < len(weights.shape):
         sample_weight = ops.expand_dims(sample_weight, -1)
     return weights * sample_weight
+
+
+def _fused_token_losses(y_true, logits, label_smoothing: float, pad_id: int):
+    """Token cross-entropies from logits by TensorFlow's fused kernels.
+
+    They compute the loss and its gradient (softmax minus target) in one pass
+    over the logits, which at a vocabulary of thousands is most of the cost.
+    """
+    # Padding ids need not be valid indices; their losses are zeroed later.
+    ids = ops.where(ops.equal(y_true, pad_id), 0, y_true)
+    if label_smoothing == 0:
+        return tf.nn.sparse_softmax_cross_entropy_with_logits(ids, logits)
+    vocab_size = logits.shape[-1] or ops.shape(logits)[-1]
+    off = label_smoothing / (ops.cast(vocab_size, "float32") - 1.0)
+    targets = tf.one_hot(ids, vocab_size, on_value=1.0 - label_smoothing, off_value=off)
+    return tf.nn.softmax_cross_entropy_with_logits(targets, logits)
 
 
 def _log_probabilities(y_pred, from_logits: bool):

@@ -39,6 +39,7 @@ from keras_transformer.metrics import MaskedAccuracy, Perplexity
 from keras_transformer.models import Transformer
 from keras_transformer.training import (
     CheckpointAveraging,
+    Snapshots,
     TrainingBudget,
     build_for_fit,
     fit_distributed,
@@ -52,6 +53,7 @@ logger = logging.getLogger(__name__)
 
 MODEL_FILE = "model.keras"
 TOKENIZER_DIR = "tokenizer"
+SNAPSHOT_DIR = "snapshots"
 TRANSLATOR_DIR = "translator"
 
 
@@ -162,6 +164,9 @@ def train_from_config(config: Config, verbose: int | str = "auto") -> dict:
     minutes = (time.monotonic() - start) / 60
     if is_chief(strategy):
         model.save(out / MODEL_FILE)
+        # Each snapshot becomes a model directory `evaluate` can read.
+        for folder in sorted((out / SNAPSHOT_DIR).glob("minute_*")):
+            tokenizer.save(folder / TOKENIZER_DIR)
     summary = {
         "steps": int(model.optimizer.iterations.numpy()),
         "minutes": round(minutes, 2),
@@ -350,6 +355,8 @@ def _fit(config: Config, model, batches: dict, out: Path, verbose):
         keras.callbacks.TensorBoard(str(out / "logs"), update_freq=50),
         budget,
     ]
+    if tr.snapshot_minutes:
+        callbacks.append(Snapshots(out / SNAPSHOT_DIR, tr.snapshot_minutes))
     averaging = None
     if tr.average_last:
         averaging = CheckpointAveraging(

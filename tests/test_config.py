@@ -77,6 +77,11 @@ def test_empty_recipe_gets_documented_defaults():
         ({"data": {"corpus": "files"}}, "`data.train_files`"),
         ({"data": {"train_files": ["only_one"]}}, "`data.train_files`"),
         ({"evaluation": {"beam_size": 0}}, "`evaluation.beam_size`: 0"),
+        ({"training": {"snapshot_minutes": 10}}, "`training.snapshot_minutes`: 10"),
+        (
+            {"training": {"snapshot_minutes": [10, -1]}},
+            r"`training.snapshot_minutes`: \[10, -1\]",
+        ),
     ],
 )
 def test_invalid_recipes_name_the_key(raw, message):

@@ -1,5 +1,7 @@
 """Multi-head attention, section 3.2.2 of the paper."""
 
+import math
+
 import keras
 from keras import ops
 
@@ -149,15 +151,13 @@ class MultiHeadAttention(keras.layers.Layer):
         cache=None,
         cache_update_index=None,
     ):
-        key = value if key is None else key
         key_mask = value_mask if key_mask is None else key_mask
         # Project: (B, T, D) -> (B, T, H, K); keys/values (B, S, H, K).
-        q = self._project(query, self.query_kernel, self.query_bias)
         if cache is not None and cache_update_index is None:
+            q = self._project(query, self.query_kernel, self.query_bias)
             k, v = cache  # Precomputed memory (cross-attention).
         else:
-            k = self._project(key, self.key_kernel, self.key_bias)
-            v = self._project(value, self.value_kernel, self.value_bias)
+            q, k, v = self._project_qkv(query, key, value)
             if cache is not None:
                 k = _write(cache[0], k, cache_update_index)
                 v = _write(cache[1], v, cache_update_index)
@@ -188,10 +188,9 @@ class MultiHeadAttention(keras.layers.Layer):
             mask=mask,
             dropout=lambda w: self.attention_dropout(w, training=training),
         )
-        # Concat heads and W^O: (B, H, T, V) -> (B, T, D)
-        output = ops.einsum("bhtv,hvd->btd", output, self.output_kernel)
-        if self.output_bias is not None:
-            output = output + self.output_bias
+        # Concat heads and W^O: (B, H, T, V) -> (B, T, H * V) -> (B, T, D)
+        output = ops.transpose(output, (0, 2, 1, 3))
+        output = _dense(output, self.output_kernel, self.output_bias, 2)
         results = (output,)
         if return_attention_scores:
             results += (scores,)
@@ -209,7 +208,12 @@ class MultiHeadAttention(keras.layers.Layer):
         Returns:
             `(keys, values)`, each `(B, S, H, K)`, to pass as `cache`.
         """
-        key = value if key is None else key
+        if key is None:
+            return _dense_split(
+                value,
+                (self.key_kernel, self.value_kernel),
+                (self.key_bias, self.value_bias),
+            )
         return (
             self._project(key, self.key_kernel, self.key_bias),
             self._project(value, self.value_kernel, self.value_bias),
@@ -241,8 +245,21 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def _project(self, x, kernel, bias):
         # (B, T, D) x (D, H, K) -> (B, T, H, K)
-        y = ops.einsum("btd,dhk->bthk", x, kernel)
-        return y if bias is None else y + bias
+        return _dense(x, kernel, bias, 1)
+
+    def _project_qkv(self, query, key, value):
+        """Q, K, V projections; one matmul where they share an input."""
+        kernels = (self.query_kernel, self.key_kernel, self.value_kernel)
+        biases = (self.query_bias, self.key_bias, self.value_bias)
+        if key is None and value is query:  # Self-attention: fused Q, K, V.
+            return _dense_split(query, kernels, biases)
+        if key is None:  # Keys and values of one memory: fused K, V.
+            k, v = _dense_split(value, kernels[1:], biases[1:])
+            return self._project(query, kernels[0], biases[0]), k, v
+        return tuple(
+            _dense(x, w, b, 1)
+            for x, w, b in zip((query, key, value), kernels, biases, strict=True)
+        )
 
     def get_config(self):
         config = super().get_config()
@@ -271,3 +288,38 @@ def _write(cache, update, index):
     """Writes `update` (B, t, H, K) into `cache` (B, L, H, K) at `index`."""
     start = [0, index, 0, 0]
     return ops.slice_update(cache, start, update)
+
+
+def _dense(x, kernel, bias, input_rank):
+    """`x` times `kernel` over the last `input_rank` axes of `x`.
+
+    One 2-D matmul: `(B, T, *in)` x `(*in, *out)` -> `(B, T, *out)`. Einsums
+    with a rank-3 kernel lower to broadcasting batch matmuls on some backends,
+    whose weight gradients are much slower.
+    """
+    in_shape, out_shape = kernel.shape[:input_rank], kernel.shape[input_rank:]
+    fan_in, fan_out = math.prod(in_shape), math.prod(out_shape)
+    lead = ops.shape(x)[: len(x.shape) - input_rank]
+    y = ops.matmul(ops.reshape(x, (-1, fan_in)), ops.reshape(kernel, (fan_in, fan_out)))
+    if bias is not None:
+        y = y + ops.reshape(bias, (fan_out,))
+    return ops.reshape(y, (*lead, *out_shape))
+
+
+def _dense_split(x, kernels, biases):
+    """Several `(D, H, K)` projections of one input as one wide matmul."""
+    d, shapes = x.shape[-1], [kernel.shape[1:] for kernel in kernels]
+    widths = [math.prod(shape) for shape in shapes]
+    kernel = ops.concatenate([ops.reshape(w, (d, -1)) for w in kernels], axis=-1)
+    bias = None
+    if biases[0] is not None:
+        bias = ops.concatenate([ops.reshape(b, (-1,)) for b in biases], axis=-1)
+    lead = ops.shape(x)[:-1]
+    y = ops.matmul(ops.reshape(x, (-1, d)), kernel)
+    if bias is not None:
+        y = y + bias
+    ends = [sum(widths[: i + 1]) for i in range(len(widths) - 1)]
+    return tuple(
+        ops.reshape(part, (*lead, *shape))
+        for part, shape in zip(ops.split(y, ends, axis=-1), shapes, strict=True)
+    )

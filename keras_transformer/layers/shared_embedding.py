@@ -69,10 +69,11 @@ class SharedEmbedding(keras.layers.Layer):
 
     def call(self, inputs, reverse=False):
         if reverse:
-            # (B, T, D) x (V, D)ᵀ -> (B, T, V)
-            return ops.matmul(
-                inputs, ops.transpose(ops.cast(self.embeddings, inputs.dtype))
-            )
+            # (B, T, D) x (V, D)ᵀ -> (B, T, V), as one 2-D matmul.
+            embeddings = ops.cast(self.embeddings, inputs.dtype)
+            flat = ops.reshape(inputs, (-1, self.d_model))
+            logits = ops.matmul(flat, ops.transpose(embeddings))
+            return ops.reshape(logits, (*ops.shape(inputs)[:-1], self.vocab_size))
         if "int" not in str(inputs.dtype):
             raise ValueError(
                 "`inputs` must be integer token ids. "

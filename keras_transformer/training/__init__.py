@@ -1,5 +1,5 @@
 """The training recipe: optimizer, mixed precision, checkpoint averaging,
-time and step budgets, and distribution."""
+time and step budgets, snapshots, and distribution."""
 
 from keras_transformer.training.averaging import (
     CheckpointAveraging,
@@ -14,9 +14,11 @@ from keras_transformer.training.distributed import (
 )
 from keras_transformer.training.optimizers import transformer_optimizer
 from keras_transformer.training.precision import set_mixed_precision
+from keras_transformer.training.snapshots import Snapshots
 
 __all__ = [
     "CheckpointAveraging",
+    "Snapshots",
     "TrainingBudget",
     "average_checkpoints",
     "build_for_fit",

@@ -1,0 +1,200 @@
+"""Training throughput: our Transformer against keras-hub at the same shape.
+
+Both models are built at one shape (by default vocab 8000, d_model 256,
+4 heads, d_ff 1024, 3 + 3 layers, batches of 64 x 32 source and 32 target
+tokens), trained with Adam through `model.fit` on one repeated batch, each
+with and without XLA (`jit_compile`). After `--warmup` steps (tracing and
+compiling) the next `--steps` are timed. In the same run the fp32 matmul
+peak of this machine is measured (a 2048 x 2048 x 2048 matmul, best of
+several), so each result is also given as a share of that peak:
+
+    achieved FLOP/s = 6 x matmul parameters x target tokens / second
+
+with the matmul parameters those of the projections, feed-forward layers and
+output projection (embedding look-ups and attention's score products are not
+counted, as usual).
+
+keras-hub is a benchmark-only dependency: `pip install keras-hub`.
+
+Usage (from the repository root):
+
+    .venv/bin/python benchmarks/training.py --json training.json
+
+`--variants` picks what to run (e.g. `ours ours-xla hub hub-xla`);
+`--length` and `--batch-size` change the shape (the scaling runs use them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from keras_transformer.losses import MaskedCrossEntropy  # noqa: E402
+from keras_transformer.models import Transformer  # noqa: E402
+
+VARIANTS = ("ours", "ours-xla", "hub", "hub-xla")
+
+
+def matmul_peak(n: int = 2048, repeats: int = 10) -> float:
+    """Best fp32 FLOP/s of an n x n x n matmul."""
+    a = tf.random.normal((n, n))
+    b = tf.random.normal((n, n))
+    matmul = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)))
+    matmul(a, b).numpy()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        matmul(a, b).numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
+
+
+def matmul_parameters(vocab, d_model, d_ff, layers) -> int:
+    """Weights that multiply each target token (projections, FFN, softmax)."""
+    attention = 4 * d_model * d_model
+    feed_forward = 2 * d_model * d_ff
+    encoder = layers * (attention + feed_forward)
+    decoder = layers * (2 * attention + feed_forward)
+    return encoder + decoder + vocab * d_model
+
+
+def ours(args):
+    model = Transformer(
+        vocab_size=args.vocab,
+        num_layers=args.layers,
+        d_model=args.d_model,
+        num_heads=args.heads,
+        d_ff=args.d_ff,
+        dropout=0.1,
+        max_length=max(args.length, 32),
+    )
+    return model, MaskedCrossEntropy(label_smoothing=0.1)
+
+
+def hub(args):
+    import keras_hub
+
+    source = keras.Input((None,), dtype="int32")
+    target = keras.Input((None,), dtype="int32")
+    embedding = keras_hub.layers.ReversibleEmbedding(
+        args.vocab, args.d_model, tie_weights=True, mask_zero=True
+    )
+    positions = keras_hub.layers.SinePositionEncoding()
+
+    def embed(ids):
+        x = embedding(ids)
+        return x + positions(x)
+
+    x = embed(source)
+    for _ in range(args.layers):
+        x = keras_hub.layers.TransformerEncoder(args.d_ff, args.heads, dropout=0.1)(x)
+    memory = x
+    y = embed(target)
+    for _ in range(args.layers):
+        y = keras_hub.layers.TransformerDecoder(args.d_ff, args.heads, dropout=0.1)(
+            y, memory
+        )
+    logits = embedding(y, reverse=True)
+    model = keras.Model((source, target), logits)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)
+    return model, loss
+
+
+def batch(args):
+    rng = np.random.default_rng(0)
+    shape = (args.batch_size, args.length)
+    source = rng.integers(4, args.vocab, shape, dtype=np.int32)
+    target = rng.integers(4, args.vocab, (args.batch_size, args.length + 1), "int32")
+    return (source, target[:, :-1]), target[:, 1:]
+
+
+def run(variant, args):
+    keras.utils.set_random_seed(0)
+    build = ours if variant.startswith("ours") else hub
+    model, loss = build(args)
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-4, beta_2=0.98, epsilon=1e-9),
+        loss=loss,
+        jit_compile=variant.endswith("xla"),
+            )
+    data = tf.data.Dataset.from_tensors(batch(args)).repeat()
+    clock = _Clock()
+    model.fit(
+        data, steps_per_epoch=args.warmup + args.steps, verbose=0, callbacks=[clock]
+    )
+    # Wall time from the end of the last warm-up step to the end of the run.
+    seconds = (clock.ends[-1] - clock.ends[args.warmup - 1]) / args.steps
+    tokens = args.batch_size * args.length
+    return {
+        "variant": variant,
+        "ms_per_step": 1000 * seconds,
+        "target_tokens_per_s": tokens / seconds,
+        "flops_per_s": 6 * args.matmul_parameters * tokens / seconds,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+class _Clock(keras.callbacks.Callback):
+    """Wall-clock time at the end of each step (waiting for its loss)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ends = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        float(logs["loss"])
+        self.ends.append(time.perf_counter())
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    parser.add_argument("--vocab", type=int, default=8000)
+    parser.add_argument("--d-model", type=int, default=256)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--d-ff", type=int, default=1024)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--length", type=int, default=32)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    for variant in args.variants:
+        if variant not in VARIANTS:
+            parser.error(f"unknown variant {variant!r}; choose from {VARIANTS}")
+    args.matmul_parameters = matmul_parameters(
+        args.vocab, args.d_model, args.d_ff, args.layers
+    )
+    peak = matmul_peak()
+    print(f"fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s")
+    results = []
+    for variant in args.variants:
+        result = run(variant, args)
+        result["share_of_peak"] = result["flops_per_s"] / peak
+        results.append(result)
+        print(
+            f"{variant:9s} {result['ms_per_step']:8.1f} ms/step "
+            f"{result['target_tokens_per_s']:8.0f} target tokens/s "
+            f"{100 * result['share_of_peak']:5.1f}% of peak",
+            flush=True,
+        )
+    if args.json:
+        shape = {k: getattr(args, k) for k in ("vocab", "d_model", "heads", "d_ff")}
+        shape.update(layers=args.layers, batch_size=args.batch_size)
+        shape.update(length=args.length, matmul_parameters=args.matmul_parameters)
+        with open(args.json, "w") as f:
+            json.dump({"peak_flops": peak, "shape": shape, "results": results}, f)
+
+
+if __name__ == "__main__":
+    main()

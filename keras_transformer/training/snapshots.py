@@ -1,0 +1,79 @@
+"""Save the model at chosen times during training, e.g. to plot quality."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+
+import keras
+
+logger = logging.getLogger(__name__)
+
+
+class Snapshots(keras.callbacks.Callback):
+    """Saves the whole model after given numbers of minutes of training.
+
+    Minutes count from the start of `fit` (tracing included), the clock
+    `TrainingBudget` uses, so "after 10 minutes" means what a user waiting
+    for `fit` sees. Each snapshot is checked after every batch and saved once,
+    to `directory/minute_{m}/model.keras` (e.g. `minute_10`), beside a
+    `snapshot.json` with the minute and optimizer step; the time spent saving
+    counts as training time. Snapshots hold the raw weights, not an
+    average.
+
+    Args:
+        directory: where the snapshot folders go.
+        minutes: the times, in minutes, e.g. `[10, 20, 30]`.
+
+    Example:
+
+    >>> import os, tempfile, numpy as np, keras
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(loss="mse")
+    >>> folder = tempfile.mkdtemp()
+    >>> snapshots = Snapshots(folder, minutes=[0])
+    >>> _ = model.fit(np.zeros((4, 2)), np.zeros((4, 1)), verbose=0,
+    ...               callbacks=[snapshots])
+    >>> sorted(os.listdir(folder)), snapshots.saved
+    (['minute_0'], {0: 1})
+    >>> sorted(os.listdir(os.path.join(folder, 'minute_0')))
+    ['model.keras', 'snapshot.json']
+    """
+
+    def __init__(self, directory: str | os.PathLike, minutes):
+        super().__init__()
+        minutes = list(minutes)
+        for m in minutes:
+            if isinstance(m, bool) or not isinstance(m, (int, float)) or m < 0:
+                raise ValueError(
+                    f"`minutes` must hold numbers >= 0. Received: minutes={minutes}"
+                )
+        self.directory = os.fspath(directory)
+        self.minutes = sorted(minutes)
+        self.saved = {}  # minute -> optimizer step at which it was saved
+        self._start = None
+
+    @staticmethod
+    def folder_name(minute) -> str:
+        """`minute_10` for 10, `minute_2.5` for 2.5."""
+        return f"minute_{minute:g}"
+
+    def on_train_begin(self, logs=None):
+        self._start = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        elapsed = (time.monotonic() - self._start) / 60
+        for minute in self.minutes:
+            if minute not in self.saved and elapsed >= minute:
+                self._save(minute)
+
+    def _save(self, minute):
+        folder = os.path.join(self.directory, self.folder_name(minute))
+        os.makedirs(folder, exist_ok=True)
+        self.model.save(os.path.join(folder, "model.keras"))
+        self.saved[minute] = int(self.model.optimizer.iterations.numpy())
+        with open(os.path.join(folder, "snapshot.json"), "w") as f:
+            json.dump({"minutes": minute, "step": self.saved[minute]}, f)
+        logger.info("Snapshot after %g minutes (step %d).", minute, self.saved[minute])
