@@ -53,6 +53,23 @@ def test_matches_numpy_reference(eps):
     )
 
 
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_gradient_is_softmax_minus_smoothed_target_over_real_tokens(eps):
+    y_true, logits = make_batch(np.random.default_rng(7))
+    logits_var = tf.Variable(logits)
+    with tf.GradientTape() as tape:
+        value = MaskedCrossEntropy(label_smoothing=eps)(y_true, logits_var)
+    grad = tape.gradient(value, logits_var).numpy()
+    vocab = logits.shape[-1]
+    target = np.full(logits.shape, eps / (vocab - 1))
+    np.put_along_axis(target, y_true[..., None], 1.0 - eps, axis=-1)
+    softmax = np.exp(logits - logits.max(-1, keepdims=True))
+    softmax /= softmax.sum(-1, keepdims=True)
+    real = (y_true != 0)[..., None]
+    expected = np.where(real, softmax - target, 0.0) / real.sum()
+    np.testing.assert_allclose(grad, expected, atol=1e-6)
+
+
 def test_reductions_none_and_sum():
     y_true, logits = make_batch(np.random.default_rng(1))
     expected = reference_token_losses(y_true, logits, 0.1)

@@ -121,6 +121,25 @@ def test_matches_numpy_reference(use_bias, masked):
     np.testing.assert_allclose(np.asarray(out), ref_out, atol=1e-5)
 
 
+@pytest.mark.parametrize("inputs", ["self", "memory"])
+def test_fused_projections_match_numpy_reference(inputs):
+    # Self-attention projects Q, K and V with one matmul, and keys and values
+    # of one memory with another; the result must not change.
+    layer = MultiHeadAttention(num_heads=H)
+    query = random(B, T, D)
+    value = query if inputs == "self" else random(B, S, D, seed=1)
+    layer(query, value)
+    for v in layer.weights:
+        if v.path.endswith("_bias"):
+            v.assign(random(*v.shape, seed=3))
+    out, scores = layer(query, value, return_attention_scores=True)
+    separate = layer(query, value, key=ops.array(value), return_attention_scores=True)
+    ref_out, ref_scores = numpy_mha(layer, query, value, value, None)
+    np.testing.assert_allclose(np.asarray(scores), ref_scores, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(out), ref_out, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(separate[0]), atol=1e-6)
+
+
 def test_scores_shape_eager_and_symbolic_cross_attention():
     layer = MultiHeadAttention(num_heads=H)
     out, scores = layer(random(B, T, D), random(B, S, D), return_attention_scores=True)
