@@ -72,7 +72,9 @@ def decode_points(lengths, batch_size: int, source_length: int) -> list[dict]:
     from keras_transformer.models import Transformer
 
     keras.utils.set_random_seed(0)
-    model = Transformer.from_preset("small", vocab_size=8000, max_length=max(lengths))
+    model = Transformer.from_preset(
+        "small", vocab_size=8000, max_length=max(*lengths, source_length)
+    )
 
     class NoEnd:
         """The model with the end id's logit at -inf: outputs run full length."""
@@ -101,7 +103,11 @@ def decode_points(lengths, batch_size: int, source_length: int) -> list[dict]:
             search(source)["ids"].numpy()
         seconds = (time.perf_counter() - start) / repeats
         points.append(
-            {"output_length": length, "seconds": seconds, "ms_per_token": 1000 * seconds / length}
+            {
+                "output_length": length,
+                "seconds": seconds,
+                "ms_per_token": 1000 * seconds / length,
+            }
         )
         print(
             f"decode {length:4d} tokens: {seconds:6.2f} s "
@@ -155,30 +161,40 @@ def plot(results: dict, folder: str) -> None:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--lengths", type=int, nargs="*", default=[32, 64, 128, 256, 512])
+    parser.add_argument(
+        "--lengths", type=int, nargs="*", default=[32, 64, 128, 256, 512]
+    )
     parser.add_argument("--length-batch-size", type=int, default=16)
-    parser.add_argument("--batch-sizes", type=int, nargs="*", default=[8, 16, 32, 64, 128])
+    parser.add_argument(
+        "--batch-sizes", type=int, nargs="*", default=[8, 16, 32, 64, 128]
+    )
     parser.add_argument("--batch-length", type=int, default=32)
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--decode-lengths", type=int, nargs="*", default=[16, 32, 64, 128, 256])
+    parser.add_argument(
+        "--decode-lengths", type=int, nargs="*", default=[16, 32, 64, 128, 256]
+    )
     parser.add_argument("--decode-batch-size", type=int, default=16)
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--plots", help="write PNG plots into this folder")
     args = parser.parse_args()
-    results = {
-        "length": [
-            training_point(n, args.length_batch_size, args.steps) for n in args.lengths
-        ],
-        "batch": [
-            training_point(args.batch_length, b, args.steps) for b in args.batch_sizes
-        ],
-        "decode": decode_points(args.decode_lengths, args.decode_batch_size, 32)
-        if args.decode_lengths
-        else [],
-    }
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+    results = {"length": [], "batch": [], "decode": []}
+
+    def save():
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
+
+    for n in args.lengths:
+        results["length"].append(training_point(n, args.length_batch_size, args.steps))
+        save()
+    for b in args.batch_sizes:
+        results["batch"].append(training_point(args.batch_length, b, args.steps))
+        save()
+    if args.decode_lengths:
+        results["decode"] = decode_points(
+            args.decode_lengths, args.decode_batch_size, 32
+        )
+        save()
     if args.plots:
         plot(results, args.plots)
 

@@ -20,7 +20,8 @@ Usage (from the repository root):
 
     .venv/bin/python benchmarks/training.py --json training.json
 
-`--variants` picks what to run (e.g. `ours ours-xla hub hub-xla`);
+`--variants` picks what to run (e.g. `ours ours-xla hub hub-xla`;
+`ours-matmul-ffn` computes the kernel-1 convolutions as matmuls);
 `--length` and `--batch-size` change the shape (the scaling runs use them).
 """
 
@@ -37,11 +38,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from keras import ops  # noqa: E402
 
+from keras_transformer.layers import PointwiseFeedForward  # noqa: E402
 from keras_transformer.losses import MaskedCrossEntropy  # noqa: E402
 from keras_transformer.models import Transformer  # noqa: E402
 
-VARIANTS = ("ours", "ours-xla", "hub", "hub-xla")
+VARIANTS = ("ours", "ours-xla", "ours-matmul-ffn", "hub", "hub-xla")
 
 
 def matmul_peak(n: int = 2048, repeats: int = 10) -> float:
@@ -78,6 +81,15 @@ def ours(args):
         max_length=max(args.length, 32),
     )
     return model, MaskedCrossEntropy(label_smoothing=0.1)
+
+
+def _matmul_ffn_call(self, x, training=None):
+    """The kernel-1 convolutions as plain matmuls on the same kernels."""
+    flat = ops.reshape(x, (-1, x.shape[-1]))
+    h = self.inner.activation(ops.matmul(flat, self.inner.kernel[0]) + self.inner.bias)
+    h = self.inner_dropout(h, training=training)
+    y = ops.matmul(h, self.outer.kernel[0]) + self.outer.bias
+    return ops.reshape(y, ops.shape(x))
 
 
 def hub(args):
@@ -120,12 +132,22 @@ def batch(args):
 def run(variant, args):
     keras.utils.set_random_seed(0)
     build = ours if variant.startswith("ours") else hub
-    model, loss = build(args)
+    # "ours-matmul-ffn": the cost of the design card's kernel-1 Conv1D.
+    conv_call = PointwiseFeedForward.call
+    if variant == "ours-matmul-ffn":
+        PointwiseFeedForward.call = _matmul_ffn_call
+    try:
+        return _time(variant, args, *build(args))
+    finally:
+        PointwiseFeedForward.call = conv_call
+
+
+def _time(variant, args, model, loss):
     model.compile(
         optimizer=keras.optimizers.Adam(1e-4, beta_2=0.98, epsilon=1e-9),
         loss=loss,
         jit_compile=variant.endswith("xla"),
-            )
+    )
     data = tf.data.Dataset.from_tensors(batch(args)).repeat()
     clock = _Clock()
     model.fit(

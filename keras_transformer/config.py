@@ -35,6 +35,7 @@ training:
   average_last: 5        # average the last N checkpoints at the end (0: off)
   checkpoint_minutes: 10 # how often a checkpoint is written for averaging
   snapshot_minutes: []   # save the model after these minutes, e.g. [10, 20]
+  validate: true         # score the validation split after each epoch
   seed: 0
 evaluation:
   beam_size: 4
@@ -101,6 +102,7 @@ class TrainingConfig:
     average_last: int = 5
     checkpoint_minutes: float = 10.0
     snapshot_minutes: list[float] = field(default_factory=list)
+    validate: bool = True
     seed: int = 0
 
 
@@ -247,6 +249,8 @@ def validate(config: Config, source: str = "config") -> None:
     if not isinstance(tr.average_last, int) or tr.average_last < 0:
         fail("training.average_last", tr.average_last, "expected an integer >= 0")
     positive("training.checkpoint_minutes", tr.checkpoint_minutes)
+    if not isinstance(tr.validate, bool):
+        fail("training.validate", tr.validate, "expected true or false")
     snapshots = tr.snapshot_minutes
     if not isinstance(snapshots, list) or not all(
         isinstance(m, (int, float)) and not isinstance(m, bool) and m > 0

@@ -134,7 +134,7 @@ def train_from_config(config: Config, verbose: int | str = "auto") -> dict:
             seed=tr.seed,
         )
         for split, pairs in splits.items()
-        if pairs is not None and split != "test"
+        if pairs is not None and (split == "train" or split == "valid" and tr.validate)
     }
 
     with strategy.scope():

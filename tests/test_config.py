@@ -77,6 +77,7 @@ def test_empty_recipe_gets_documented_defaults():
         ({"data": {"corpus": "files"}}, "`data.train_files`"),
         ({"data": {"train_files": ["only_one"]}}, "`data.train_files`"),
         ({"evaluation": {"beam_size": 0}}, "`evaluation.beam_size`: 0"),
+        ({"training": {"validate": "no"}}, "`training.validate`: 'no'"),
         ({"training": {"snapshot_minutes": 10}}, "`training.snapshot_minutes`: 10"),
         (
             {"training": {"snapshot_minutes": [10, -1]}},

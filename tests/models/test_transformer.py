@@ -289,3 +289,15 @@ def test_same_seed_same_losses():
     same = tiny_model()
     inputs = toy_batch()
     assert not np.allclose(other(inputs), same(inputs))
+
+
+def test_default_compile_is_the_fast_path_on_cpu():
+    # benchmarks/training.py: XLA is slower than graph mode on these CPUs, and
+    # Keras's default jit_compile="auto" leaves it off on CPU-only machines.
+    import tensorflow as tf
+
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("the CPU default is checked on CPU-only machines")
+    model = Transformer.from_preset("tiny", vocab_size=50)
+    model.compile(optimizer="adam", loss=MaskedCrossEntropy())
+    assert model.jit_compile is False
