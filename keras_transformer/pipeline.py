@@ -448,6 +448,9 @@ def run_demo(
                 "warmup_steps": 250,
                 "lr_scale": 1.0,
                 "average_last": 0,
+                # Every second goes to training steps; the test split is
+                # scored after training.
+                "validate": False,
                 "seed": seed,
             },
             "output_dir": str(out),

@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from keras_transformer import cli
+from keras_transformer import cli, pipeline
 
 SOURCES = ["one cat", "two cats", "three dogs", "a dog", "four birds", "one bird"]
 TARGETS = [
@@ -81,6 +81,7 @@ def test_train_evaluate_translate_export(tmp_path):
             "warmup_steps": 10,
             "average_last": 2,
             "checkpoint_minutes": 0.001,
+            "snapshot_minutes": [0.0001],  # Reached after the first step.
             "token_budget": 64,
         },
         "evaluation": {"beam_size": 2, "batch_size": 8},
@@ -95,6 +96,11 @@ def test_train_evaluate_translate_export(tmp_path):
     assert summary["test"]["sentences"] == len(SOURCES) * 4
     for name in ("model.keras", "tokenizer", "config.yaml", "logs", "checkpoints"):
         assert (out / name).exists(), name
+    # A snapshot is a model directory of its own, taken after step 1.
+    snapshot = out / "snapshots" / "minute_0.0001"
+    assert json.loads((snapshot / "snapshot.json").read_text())["step"] == 1
+    model, tokenizer = pipeline.load_trained(snapshot)
+    assert tokenizer.vocab_size == model.vocab_size
 
     python = [sys.executable, "-m", "keras_transformer"]
     translated = subprocess.run(
