@@ -16,6 +16,9 @@ def test_demo_writes_everything_it_promises(tmp_path):
     )
     assert result["summary"]["steps"] >= 1
     assert result["summary"]["stopped_by_budget"] is True
+    # The demo spends its minutes on training steps, none on validation.
+    assert "loss" in result["summary"]["history"]
+    assert "val_loss" not in result["summary"]["history"]
     scores = result["scores"]
     assert scores["sentences"] == 6
     assert 0.0 <= scores["bleu"] <= 100.0
