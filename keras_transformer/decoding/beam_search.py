@@ -63,11 +63,14 @@ def beam_search(
     of the first `beam_size` that end with the end id 3 (or reach the
     sentence's maximum length) become finished and are scored
     `log P / length_penalty(|Y|, alpha)`; the best `beam_size` extensions
-    that did not end stay alive. A sentence stops when `beam_size`
-    hypotheses have finished, or early, when no alive hypothesis can beat
-    the best finished one any more (its log-probability can only fall, and
-    the most its length penalty can grow is to the maximum length). So
-    `beam_size=1` is exactly greedy search.
+    that did not end stay alive. A sentence stops when no alive hypothesis
+    can beat the best finished one any more (its log-probability can only
+    fall, and the most its length penalty can grow is to the maximum
+    length), or when `beam_size` hypotheses have finished and the best alive
+    one, scored at its current length, beats none of them. Finishing
+    `beam_size` hypotheses is not enough: a weak model's early "end" tokens
+    can fill the finished slots with poor hypotheses while a much better one
+    is still alive. `beam_size=1` is exactly greedy search.
 
     The encoder runs once per sentence; its output is tiled per beam here,
     and the cross-attention keys and values are computed once from it. The
@@ -190,15 +193,22 @@ def beam_search(
         rows = alive_parents + k * tf.range(batch_size)[:, None]
         state = stepper.reorder(state, tf.reshape(rows, [-1]))
 
-        # Stop when k have finished or the best alive hypothesis, at its most
-        # favourable final length, cannot beat the best finished one.
-        best_possible = next_alive_log_probs[:, 0] / tf.maximum(
+        # Stop when the best alive hypothesis, at its most favourable final
+        # length, cannot beat the best finished one (exact), or when k have
+        # finished and it does not beat the worst of them as it stands. Never
+        # on the count alone: early finishers may be poor ones (a weak
+        # model's "end" ranks among the top k) while a better one is alive.
+        best_alive = next_alive_log_probs[:, 0]
+        best_possible = best_alive / tf.maximum(
             length_penalty(length + 1, alpha), max_penalty
         )
         settled = (num_finished_next > 0) & (
             new_finished["scores"][:, 0] >= best_possible
         )
-        next_done = done | (num_finished_next >= k) | settled | (t + 1 >= limits)
+        full = new_finished["scores"][:, k - 1] >= best_alive / length_penalty(
+            length, alpha
+        )
+        next_done = done | settled | full | (t + 1 >= limits)
 
         # Sentences that were already done keep their state.
         def freeze(old, new):

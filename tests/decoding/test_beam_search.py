@@ -29,6 +29,18 @@ SHORT_OR_LONG = {
     H: {3: 1.0},
 }
 
+J, K = 8, 9
+# The good A B C </s> (0.7) ends last; junk J </s> and J K </s> (0.15 each)
+# end first, each ranked among the step's top 2, and fill a beam of 2.
+JUNK_ENDS_FIRST = {
+    2: {A: 0.7, J: 0.3},
+    A: {B: 1.0},
+    B: {6: 1.0},
+    6: {3: 1.0},
+    J: {3: 0.5, K: 0.5},
+    K: {3: 1.0},
+}
+
 
 def test_length_penalty_is_gnmt():
     assert length_penalty(1, 0.6) == 1.0
@@ -76,6 +88,19 @@ def test_stops_early_when_no_alive_beam_can_win(bigram):
     model.decode_calls = 0
     beam_search(model, tf.constant([[E, 3]]), beam_size=2, alpha=0.6)
     assert model.decode_calls == 4
+
+
+def test_poor_early_finishers_do_not_stop_the_search(bigram):
+    # Stopping once beam_size hypotheses have finished returned J </s> here
+    # (and, on the demo model, 'bihundertvier' for 'bis zum ...').
+    model = bigram(JUNK_ENDS_FIRST, 12)
+    greedy = greedy_search(model, tf.constant([[A, 3]]))
+    model.decode_calls = 0
+    beam = beam_search(model, tf.constant([[A, 3]]), beam_size=2, alpha=0.6)
+    assert greedy["ids"].numpy()[0, :4].tolist() == [A, B, 6, 3]
+    np.testing.assert_array_equal(beam["ids"], greedy["ids"])
+    np.testing.assert_allclose(beam["log_probs"], [math.log(0.7)], atol=1e-5)
+    assert model.decode_calls == 4  # It still stops once A B C </s> is found.
 
 
 def test_default_max_length_and_cut_hypotheses(bigram):
