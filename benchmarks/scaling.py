@@ -47,6 +47,8 @@ def training_point(length: int, batch_size: int, steps: int) -> dict:
             "2",
             "--steps",
             str(steps),
+            "--rounds",
+            "1",
             "--json",
             out,
         ]

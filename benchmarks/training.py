@@ -3,10 +3,14 @@
 Both models are built at one shape (by default vocab 8000, d_model 256,
 4 heads, d_ff 1024, 3 + 3 layers, batches of 64 x 32 source and 32 target
 tokens), trained with Adam through `model.fit` on one repeated batch, each
-with and without XLA (`jit_compile`). After `--warmup` steps (tracing and
-compiling) the next `--steps` are timed. In the same run the fp32 matmul
-peak of this machine is measured (a 2048 x 2048 x 2048 matmul, best of
-several), so each result is also given as a share of that peak:
+with and without XLA (`jit_compile`). Every variant is built and warmed up
+(`--warmup` steps: tracing and compiling) first; then `--rounds` rounds each
+time `--steps` steps of every variant in turn, and the median round is
+reported. Interleaving matters on a shared VM, where the speed of the
+machine drifts by 20% within minutes: a variant timed alone at a slow moment
+looks slower than it is. The fp32 matmul peak of this machine (a
+2048 x 2048 x 2048 matmul, best of several) is measured before each round,
+so each result is also given as a share of the best peak seen:
 
     achieved FLOP/s = 6 x matmul parameters x target tokens / second
 
@@ -21,16 +25,19 @@ Usage (from the repository root):
     .venv/bin/python benchmarks/training.py --json training.json
 
 `--variants` picks what to run (e.g. `ours ours-xla hub hub-xla`;
-`ours-matmul-ffn` computes the kernel-1 convolutions as matmuls);
+`ours-conv-ffn` runs the kernel-1 convolutions as oneDNN convolutions
+instead of the matmuls `PointwiseFeedForward` computes them with);
 `--length` and `--batch-size` change the shape (the scaling runs use them).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
+import statistics
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -38,13 +45,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from keras import ops  # noqa: E402
 
 from keras_transformer.layers import PointwiseFeedForward  # noqa: E402
 from keras_transformer.losses import MaskedCrossEntropy  # noqa: E402
 from keras_transformer.models import Transformer  # noqa: E402
 
-VARIANTS = ("ours", "ours-xla", "ours-matmul-ffn", "hub", "hub-xla")
+VARIANTS = ("ours", "ours-xla", "ours-conv-ffn", "hub", "hub-xla")
 
 
 def matmul_peak(n: int = 2048, repeats: int = 10) -> float:
@@ -83,13 +89,11 @@ def ours(args):
     return model, MaskedCrossEntropy(label_smoothing=0.1)
 
 
-def _matmul_ffn_call(self, x, training=None):
-    """The kernel-1 convolutions as plain matmuls on the same kernels."""
-    flat = ops.reshape(x, (-1, x.shape[-1]))
-    h = self.inner.activation(ops.matmul(flat, self.inner.kernel[0]) + self.inner.bias)
+def _conv_ffn_call(self, x, training=None):
+    """The kernel-1 convolutions run as `Conv1D` layers (oneDNN convolution)."""
+    h = self.inner(x)
     h = self.inner_dropout(h, training=training)
-    y = ops.matmul(h, self.outer.kernel[0]) + self.outer.bias
-    return ops.reshape(y, ops.shape(x))
+    return self.outer(h)
 
 
 def hub(args):
@@ -129,39 +133,51 @@ def batch(args):
     return (source, target[:, :-1]), target[:, 1:]
 
 
-def run(variant, args):
+def prepare(variant, args):
+    """The compiled model of `variant`, warmed up, and its `fit` data."""
     keras.utils.set_random_seed(0)
     build = ours if variant.startswith("ours") else hub
-    # "ours-matmul-ffn": the cost of the design card's kernel-1 Conv1D.
-    conv_call = PointwiseFeedForward.call
-    if variant == "ours-matmul-ffn":
-        PointwiseFeedForward.call = _matmul_ffn_call
-    try:
-        return _time(variant, args, *build(args))
-    finally:
-        PointwiseFeedForward.call = conv_call
-
-
-def _time(variant, args, model, loss):
+    model, loss = build(args)
     model.compile(
         optimizer=keras.optimizers.Adam(1e-4, beta_2=0.98, epsilon=1e-9),
         loss=loss,
         jit_compile=variant.endswith("xla"),
     )
     data = tf.data.Dataset.from_tensors(batch(args)).repeat()
+    with _ffn_as(variant):
+        model.fit(data, steps_per_epoch=args.warmup, verbose=0)
+    return model, data
+
+
+def time_steps(variant, model, data, steps) -> float:
+    """Seconds per step over `steps` steps, after one untimed step."""
     clock = _Clock()
-    model.fit(
-        data, steps_per_epoch=args.warmup + args.steps, verbose=0, callbacks=[clock]
-    )
-    # Wall time from the end of the last warm-up step to the end of the run.
-    seconds = (clock.ends[-1] - clock.ends[args.warmup - 1]) / args.steps
+    with _ffn_as(variant):
+        model.fit(data, steps_per_epoch=steps + 1, verbose=0, callbacks=[clock])
+    # Wall time from the end of the first step to the end of the last.
+    return (clock.ends[-1] - clock.ends[0]) / steps
+
+
+@contextlib.contextmanager
+def _ffn_as(variant):
+    # "ours-conv-ffn": the design card's kernel-1 Conv1D run as a convolution
+    # (what PointwiseFeedForward did before computing it as a matmul).
+    matmul_call = PointwiseFeedForward.call
+    if variant == "ours-conv-ffn":
+        PointwiseFeedForward.call = _conv_ffn_call
+    try:
+        yield
+    finally:
+        PointwiseFeedForward.call = matmul_call
+
+
+def result(variant, seconds, args) -> dict:
     tokens = args.batch_size * args.length
     return {
         "variant": variant,
         "ms_per_step": 1000 * seconds,
         "target_tokens_per_s": tokens / seconds,
         "flops_per_s": 6 * args.matmul_parameters * tokens / seconds,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 
@@ -188,7 +204,8 @@ def main():
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--length", type=int, default=32)
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=10, help="timed steps a round")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     for variant in args.variants:
@@ -197,25 +214,39 @@ def main():
     args.matmul_parameters = matmul_parameters(
         args.vocab, args.d_model, args.d_ff, args.layers
     )
-    peak = matmul_peak()
-    print(f"fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s")
+    prepared = {variant: prepare(variant, args) for variant in args.variants}
+    peaks, rounds = [], {variant: [] for variant in args.variants}
+    for r in range(args.rounds):
+        peaks.append(matmul_peak())
+        line = [f"round {r + 1}: peak {peaks[-1] / 1e9:.1f} GFLOP/s"]
+        for variant, (model, data) in prepared.items():
+            rounds[variant].append(time_steps(variant, model, data, args.steps))
+            line.append(f"{variant} {1000 * rounds[variant][-1]:.0f} ms")
+        print(", ".join(line), flush=True)
+    peak = max(peaks)
+    print(f"fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s (best of {args.rounds} rounds)")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     results = []
-    for variant in args.variants:
-        result = run(variant, args)
-        result["share_of_peak"] = result["flops_per_s"] / peak
-        results.append(result)
+    for variant, seconds in rounds.items():
+        row = result(variant, statistics.median(seconds), args)
+        row["ms_per_step_rounds"] = [round(1000 * s, 1) for s in seconds]
+        row["share_of_peak"] = row["flops_per_s"] / peak
+        row["peak_rss_mib"] = rss  # The whole process: all variants run in it.
+        results.append(row)
         print(
-            f"{variant:9s} {result['ms_per_step']:8.1f} ms/step "
-            f"{result['target_tokens_per_s']:8.0f} target tokens/s "
-            f"{100 * result['share_of_peak']:5.1f}% of peak",
+            f"{variant:14s} {row['ms_per_step']:8.1f} ms/step "
+            f"{row['target_tokens_per_s']:8.0f} target tokens/s "
+            f"{100 * row['share_of_peak']:5.1f}% of peak",
             flush=True,
         )
+    print(f"peak RSS of the process: {rss:.0f} MiB")
     if args.json:
         shape = {k: getattr(args, k) for k in ("vocab", "d_model", "heads", "d_ff")}
         shape.update(layers=args.layers, batch_size=args.batch_size)
         shape.update(length=args.length, matmul_parameters=args.matmul_parameters)
         with open(args.json, "w") as f:
-            json.dump({"peak_flops": peak, "shape": shape, "results": results}, f)
+            report = {"peak_flops": peak, "peaks": peaks, "shape": shape}
+            json.dump({**report, "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Position-wise feed-forward network, section 3.3 of the paper."""
 
 import keras
+from keras import ops
 
 from keras_transformer.validation import check_positive_int, check_rate
 
@@ -10,8 +11,13 @@ class PointwiseFeedForward(keras.layers.Layer):
     """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied at every position.
 
     As the paper puts it, "two convolutions with kernel size 1": two `Conv1D`
-    layers, `d_model -> d_ff -> d_model`. Positions never mix, so the
-    layer's Keras mask is passed on unchanged.
+    layers, `d_model -> d_ff -> d_model`, hold the weights (`inner`,
+    `outer`). A kernel-1 convolution over `(B, T, D)` is exactly one
+    `(B * T, D) x (D, d_ff)` matmul, and `call` computes it that way: on
+    CPUs oneDNN's convolution kernels made a whole training step 1.3x
+    slower than the same step with matmuls (docs/benchmarks.md). Calling
+    `inner` and `outer` gives the same values (tested). Positions never mix,
+    so the layer's Keras mask is passed on unchanged.
 
     Args:
         d_ff: inner size (2048 in the base model).
@@ -82,13 +88,11 @@ class PointwiseFeedForward(keras.layers.Layer):
             dtype=self.dtype_policy,
         )
         self.outer.build((*input_shape[:-1], self.d_ff))
-        # A kernel-1 convolution never mixes positions, so the mask holds.
-        self.inner.supports_masking = self.outer.supports_masking = True
 
     def call(self, x, training=None):
-        h = self.inner(x)  # (B, T, d_ff)
+        h = self.inner.activation(_kernel_one_conv(x, self.inner))  # (B, T, d_ff)
         h = self.inner_dropout(h, training=training)
-        return self.outer(h)  # (B, T, D)
+        return _kernel_one_conv(h, self.outer)  # (B, T, D)
 
     def get_config(self):
         config = super().get_config()
@@ -102,3 +106,15 @@ class PointwiseFeedForward(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return input_shape
+
+
+def _kernel_one_conv(x, conv):
+    """`conv(x)` without its activation, for a kernel-1 `Conv1D`, as a matmul.
+
+    `(B, T, C_in) -> (B * T, C_in) x (C_in, C_out) -> (B, T, C_out)` on the
+    convolution's own `(1, C_in, C_out)` kernel and bias.
+    """
+    y = ops.matmul(ops.reshape(x, (-1, x.shape[-1])), conv.kernel[0])
+    if conv.use_bias:
+        y = y + conv.bias
+    return ops.reshape(y, (*ops.shape(x)[:-1], conv.filters))

@@ -41,6 +41,24 @@ def test_is_two_kernel_one_convolutions_with_relu_between():
     np.testing.assert_allclose(out, expected, atol=1e-5)
 
 
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_matmul_equals_running_the_convolutions(activation):
+    # `call` computes the kernel-1 convolutions as matmuls; the Conv1D
+    # sublayers themselves must give the same values.
+    layer = PointwiseFeedForward(d_ff=D_FF, activation=activation)
+    x = random(B, T, D)
+    layer.build(x.shape)
+    layer.inner.bias.assign(random(D_FF, seed=1))
+    layer.outer.bias.assign(random(D, seed=2))
+    out = np.asarray(layer(x))
+    np.testing.assert_allclose(out, np.asarray(layer.outer(layer.inner(x))), atol=1e-5)
+
+
+def test_matmul_keeps_a_symbolic_batch_and_length():
+    x = keras.Input((None, D))
+    assert tuple(PointwiseFeedForward(d_ff=D_FF)(x).shape) == (None, None, D)
+
+
 def test_positions_are_independent():
     layer = PointwiseFeedForward(d_ff=D_FF)
     x = random(B, T, D)
