@@ -53,7 +53,7 @@ def test_matches_numpy_reference(eps):
     )
 
 
-@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
 def test_gradient_is_softmax_minus_smoothed_target_over_real_tokens(eps):
     y_true, logits = make_batch(np.random.default_rng(7))
     logits_var = tf.Variable(logits)
@@ -68,6 +68,30 @@ def test_gradient_is_softmax_minus_smoothed_target_over_real_tokens(eps):
     real = (y_true != 0)[..., None]
     expected = np.where(real, softmax - target, 0.0) / real.sum()
     np.testing.assert_allclose(grad, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_loss_and_gradient_compile(jit_compile):
+    # The smoothed loss has a custom gradient; it must also run under XLA.
+    y_true, logits = make_batch(np.random.default_rng(8))
+    loss = MaskedCrossEntropy(label_smoothing=0.1)
+
+    @tf.function(jit_compile=jit_compile)
+    def value_and_gradient(logits):
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            value = loss(y_true, logits)
+        return value, tape.gradient(value, logits)
+
+    value, grad = value_and_gradient(tf.constant(logits))
+    logits_var = tf.Variable(logits)
+    with tf.GradientTape() as tape:
+        eager = loss(y_true, logits_var)
+    np.testing.assert_allclose(float(value), float(eager), rtol=1e-6)
+    np.testing.assert_allclose(grad, tape.gradient(eager, logits_var), atol=1e-7)
+    np.testing.assert_allclose(
+        float(value), reference_loss(y_true, logits, 0.1), rtol=1e-5
+    )
 
 
 def test_reductions_none_and_sum():
