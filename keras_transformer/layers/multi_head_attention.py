@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.masking import causal_mask, merge_masks
+from keras_transformer.layers.residual import dense
 from keras_transformer.layers.scaled_dot_product_attention import (
     check_broadcastable,
     scaled_dot_product_attention,
@@ -190,7 +191,7 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         # Concat heads and W^O: (B, H, T, V) -> (B, T, H * V) -> (B, T, D)
         output = ops.transpose(output, (0, 2, 1, 3))
-        output = _dense(output, self.output_kernel, self.output_bias, 2)
+        output = dense(output, self.output_kernel, self.output_bias, 2)
         results = (output,)
         if return_attention_scores:
             results += (scores,)
@@ -245,7 +246,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def _project(self, x, kernel, bias):
         # (B, T, D) x (D, H, K) -> (B, T, H, K)
-        return _dense(x, kernel, bias, 1)
+        return dense(x, kernel, bias, 1)
 
     def _project_qkv(self, query, key, value):
         """Q, K, V projections; one matmul where they share an input."""
@@ -257,7 +258,7 @@ class MultiHeadAttention(keras.layers.Layer):
             k, v = _dense_split(value, kernels[1:], biases[1:])
             return self._project(query, kernels[0], biases[0]), k, v
         return tuple(
-            _dense(x, w, b, 1)
+            dense(x, w, b, 1)
             for x, w, b in zip((query, key, value), kernels, biases, strict=True)
         )
 
@@ -288,22 +289,6 @@ def _write(cache, update, index):
     """Writes `update` (B, t, H, K) into `cache` (B, L, H, K) at `index`."""
     start = [0, index, 0, 0]
     return ops.slice_update(cache, start, update)
-
-
-def _dense(x, kernel, bias, input_rank):
-    """`x` times `kernel` over the last `input_rank` axes of `x`.
-
-    One 2-D matmul: `(B, T, *in)` x `(*in, *out)` -> `(B, T, *out)`. Einsums
-    with a rank-3 kernel lower to broadcasting batch matmuls on some backends,
-    whose weight gradients are much slower.
-    """
-    in_shape, out_shape = kernel.shape[:input_rank], kernel.shape[input_rank:]
-    fan_in, fan_out = math.prod(in_shape), math.prod(out_shape)
-    lead = ops.shape(x)[: len(x.shape) - input_rank]
-    y = ops.matmul(ops.reshape(x, (-1, fan_in)), ops.reshape(kernel, (fan_in, fan_out)))
-    if bias is not None:
-        y = y + ops.reshape(bias, (fan_out,))
-    return ops.reshape(y, (*lead, *out_shape))
 
 
 def _dense_split(x, kernels, biases):

@@ -1,8 +1,8 @@
 """Position-wise feed-forward network, section 3.3 of the paper."""
 
 import keras
-from keras import ops
 
+from keras_transformer.layers.residual import dense
 from keras_transformer.validation import check_positive_int, check_rate
 
 
@@ -13,9 +13,10 @@ class PointwiseFeedForward(keras.layers.Layer):
     As the paper puts it, "two convolutions with kernel size 1": two `Conv1D`
     layers, `d_model -> d_ff -> d_model`, hold the weights (`inner`,
     `outer`). A kernel-1 convolution over `(B, T, D)` is exactly one
-    `(B * T, D) x (D, d_ff)` matmul, and `call` computes it that way: on
-    CPUs oneDNN's convolution kernels made a whole training step 1.3x
-    slower than the same step with matmuls (docs/benchmarks.md). Calling
+    `(B * T, D) x (D, d_ff)` matmul, and `call` computes it that way: with
+    TensorFlow's default CPU kernels on an AVX2 machine the convolutions made
+    a whole training step 1.4x slower than the same step with matmuls
+    (under oneDNN the two tie; docs/benchmarks.md). Calling
     `inner` and `outer` gives the same values (tested). Positions never mix,
     so the layer's Keras mask is passed on unchanged.
 
@@ -90,9 +91,10 @@ class PointwiseFeedForward(keras.layers.Layer):
         self.outer.build((*input_shape[:-1], self.d_ff))
 
     def call(self, x, training=None):
-        h = self.inner.activation(_kernel_one_conv(x, self.inner))  # (B, T, d_ff)
-        h = self.inner_dropout(h, training=training)
-        return _kernel_one_conv(h, self.outer)  # (B, T, D)
+        # Each kernel-1 convolution as a matmul on its own (1, C_in, C_out) kernel.
+        h = dense(x, self.inner.kernel[0], self.inner.bias, 1)  # (B, T, d_ff)
+        h = self.inner_dropout(self.inner.activation(h), training=training)
+        return dense(h, self.outer.kernel[0], self.outer.bias, 1)  # (B, T, D)
 
     def get_config(self):
         config = super().get_config()
@@ -106,15 +108,3 @@ class PointwiseFeedForward(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return input_shape
-
-
-def _kernel_one_conv(x, conv):
-    """`conv(x)` without its activation, for a kernel-1 `Conv1D`, as a matmul.
-
-    `(B, T, C_in) -> (B * T, C_in) x (C_in, C_out) -> (B, T, C_out)` on the
-    convolution's own `(1, C_in, C_out)` kernel and bias.
-    """
-    y = ops.matmul(ops.reshape(x, (-1, x.shape[-1])), conv.kernel[0])
-    if conv.use_bias:
-        y = y + conv.bias
-    return ops.reshape(y, (*ops.shape(x)[:-1], conv.filters))

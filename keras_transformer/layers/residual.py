@@ -1,6 +1,9 @@
-"""Private helpers shared by the encoder and decoder layers."""
+"""Private helpers shared by the layers."""
+
+import math
 
 import keras
+from keras import ops
 
 
 def head_dim(d_model, num_heads):
@@ -29,3 +32,19 @@ def add_norm(layer, norm, residual, x, training):
     """Dropout, residual add and, for post-LN, LayerNorm(x + Sublayer(x))."""
     x = residual + layer.residual_dropout(x, training=training)
     return x if layer.norm_first else norm(x)
+
+
+def dense(x, kernel, bias, input_rank):
+    """`x` times `kernel` over the last `input_rank` axes of `x`.
+
+    One 2-D matmul: `(B, T, *in)` x `(*in, *out)` -> `(B, T, *out)`. Einsums
+    with a rank-3 kernel lower to broadcasting batch matmuls on some backends,
+    whose weight gradients are much slower.
+    """
+    in_shape, out_shape = kernel.shape[:input_rank], kernel.shape[input_rank:]
+    fan_in, fan_out = math.prod(in_shape), math.prod(out_shape)
+    lead = ops.shape(x)[: len(x.shape) - input_rank]
+    y = ops.matmul(ops.reshape(x, (-1, fan_in)), ops.reshape(kernel, (fan_in, fan_out)))
+    if bias is not None:
+        y = y + ops.reshape(bias, (fan_out,))
+    return ops.reshape(y, (*lead, *out_shape))
