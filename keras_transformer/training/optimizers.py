@@ -2,9 +2,8 @@
 
 from typing import Any
 
-import keras
-
 from keras_transformer.schedules import TransformerSchedule
+from keras_transformer.training.fused_adam import FusedAdam
 
 
 def transformer_optimizer(
@@ -12,20 +11,21 @@ def transformer_optimizer(
     warmup_steps: int = 4000,
     scale: float = 1.0,
     **adam_kwargs: Any,
-) -> keras.optimizers.Adam:
+) -> FusedAdam:
     """Adam with beta_1=0.9, beta_2=0.98, epsilon=1e-9 on `TransformerSchedule`.
 
     Args:
         d_model: The model width `D`, passed to `TransformerSchedule`.
         warmup_steps: Warm-up steps of the schedule (4000 in the paper).
         scale: Constant factor on the learning rate (1.0 in the paper).
-        **adam_kwargs: Further arguments of `keras.optimizers.Adam`, such as
+        **adam_kwargs: Further arguments of Adam, such as
             `clipnorm` or `weight_decay`. `beta_1`, `beta_2` and `epsilon`
             given here replace the paper's values. `learning_rate` is not
             accepted: the schedule is the point of this function.
 
     Returns:
-        A `keras.optimizers.Adam` whose `learning_rate` is a
+        A `FusedAdam` (a `keras.optimizers.Adam` whose updates are fused
+        kernels) with `learning_rate` a
         `TransformerSchedule(d_model, warmup_steps, scale)`.
 
     Example:
@@ -49,4 +49,4 @@ def transformer_optimizer(
     options = {"beta_1": 0.9, "beta_2": 0.98, "epsilon": 1e-9}
     options.update(adam_kwargs)
     schedule = TransformerSchedule(d_model, warmup_steps=warmup_steps, scale=scale)
-    return keras.optimizers.Adam(learning_rate=schedule, **options)
+    return FusedAdam(learning_rate=schedule, **options)

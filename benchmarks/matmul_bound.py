@@ -1,0 +1,104 @@
+"""How fast could a training step be? Its matmuls, timed one by one.
+
+A training step of the benchmark shape (see `training.py`) is mostly 2-D
+matmuls: for each weight matrix `W` (in x out) and `M` tokens, the forward
+`x W` (M x in x out), the input gradient `dy Wᵀ` and the weight gradient
+`xᵀ dy`. This script times each of them alone, as TensorFlow runs it in a
+training step (same shapes, same transpose flags), on the current kernels
+(Eigen, or oneDNN with `TF_ENABLE_ONEDNN_OPTS=1`), and adds them up:
+
+    bound = sum over weights of (forward + input grad + weight grad)
+
+Attention's score products and everything that is not a matmul count as
+zero, so no step on these kernels can be faster than `bound`, and no step
+can reach a larger share of the machine's peak than
+
+    6 x matmul parameters x tokens / bound / peak
+
+Usage (from the repository root):
+
+    .venv/bin/python benchmarks/matmul_bound.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import tensorflow as tf  # noqa: E402
+
+
+def shapes(vocab, d_model, d_ff, layers):
+    """(name, in, out, count) of every weight matrix multiplying each token."""
+    d = d_model
+    return [
+        ("self-attention Q,K,V (fused)", d, 3 * d, 2 * layers),
+        ("attention output", d, d, 3 * layers),
+        ("cross-attention Q", d, d, layers),
+        ("cross-attention K,V (fused)", d, 2 * d, layers),
+        ("feed-forward inner", d, d_ff, 2 * layers),
+        ("feed-forward outer", d_ff, d, 2 * layers),
+        ("softmax (tied embedding)", d, vocab, 1),
+    ]
+
+
+def seconds(fn, *args, repeats):
+    """Best time of `repeats` calls (each waits for its result)."""
+    fn(*args).numpy()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn(*args).numpy()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _one(fn):
+    # Fetch one element only, so copying the result out costs nothing.
+    return tf.function(lambda a, b: fn(a, b)[0, 0])
+
+
+FORWARD = _one(lambda x, w: tf.matmul(x, w))
+INPUT_GRAD = _one(lambda dy, w: tf.matmul(dy, w, transpose_b=True))
+WEIGHT_GRAD = _one(lambda x, dy: tf.matmul(x, dy, transpose_a=True))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--vocab", type=int, default=8000)
+    parser.add_argument("--d-model", type=int, default=256)
+    parser.add_argument("--d-ff", type=int, default=1024)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=64 * 32)
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+    m = args.tokens
+    n = 2048
+    a, b = tf.random.normal((n, n)), tf.random.normal((n, n))
+    peak = 2 * n**3 / seconds(FORWARD, a, b, repeats=args.repeats)
+    print(f"fp32 matmul peak ({n}^3): {peak / 1e9:.1f} GFLOP/s")
+    print(f"{'weight':30s} {'count':>5s}  GFLOP/s: forward  input grad  weight grad")
+    total, flops = 0.0, 0
+    table = shapes(args.vocab, args.d_model, args.d_ff, args.layers)
+    for name, fan_in, fan_out, count in table:
+        x, w = tf.random.normal((m, fan_in)), tf.random.normal((fan_in, fan_out))
+        dy = tf.random.normal((m, fan_out))
+        times = [
+            seconds(FORWARD, x, w, repeats=args.repeats),
+            seconds(INPUT_GRAD, dy, w, repeats=args.repeats),
+            seconds(WEIGHT_GRAD, x, dy, repeats=args.repeats),
+        ]
+        work = 2 * m * fan_in * fan_out
+        rates = "".join(f"{work / t / 1e9:12.1f}" for t in times)
+        print(f"{name:30s} {count:5d}  {rates}")
+        total += count * sum(times)
+        flops += count * 3 * work
+    print(f"matmuls alone: {1000 * total:.0f} ms a step ({flops / 1e9:.1f} GFLOP)")
+    print(f"best possible share of peak: {100 * flops / total / peak:.1f}%")
+
+
+if __name__ == "__main__":
+    main()
