@@ -182,6 +182,17 @@ def test_seeded_epochs_are_reproducible(corpus):
     assert first_epoch(5) != first_epoch(6)
 
 
+def test_no_autotuning_and_an_iterator_left_early_is_freed(corpus):
+    # tf.data's autotuning held up the deletion of an iterator left before
+    # its end (as `fit` leaves it after `cardinality` steps) for up to 14 s.
+    batches = make_batches(corpus, IdTokenizer(), max_length=48, token_budget=256)
+    assert batches.options().autotune.enabled is False
+    iterator = iter(batches)
+    next(iterator)
+    del iterator  # Must not hang or fail.
+    assert len(list(batches)) == int(batches.cardinality())
+
+
 def test_without_shuffle_the_order_is_fixed(corpus):
     batches = make_batches(
         corpus, IdTokenizer(), max_length=48, token_budget=256, shuffle=False
