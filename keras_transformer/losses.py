@@ -187,13 +187,21 @@ def _fused_token_losses(y_true, logits, label_smoothing: float, pad_id: int):
 
     They compute the loss and its gradient (softmax minus target) in one pass
     over the logits, which at a vocabulary of thousands is most of the cost.
+    The kernels run compiled by XLA: on the benchmark shape (2048 tokens x
+    8000 ids) loss and gradient took 75 ms compiled and 105 ms not, and the
+    training step about 7% less time (docs/benchmarks.md).
     """
     # Padding ids need not be valid indices; their losses are zeroed later.
     ids = ops.where(ops.equal(y_true, pad_id), 0, y_true)
+    return _compiled_cross_entropy(ids, logits, label_smoothing)
+
+
+@tf.function(jit_compile=True)
+def _compiled_cross_entropy(ids, logits, label_smoothing):
     if label_smoothing == 0:
         return tf.nn.sparse_softmax_cross_entropy_with_logits(ids, logits)
-    vocab_size = logits.shape[-1] or ops.shape(logits)[-1]
-    off = label_smoothing / (ops.cast(vocab_size, "float32") - 1.0)
+    vocab_size = logits.shape[-1] or tf.shape(logits)[-1]
+    off = label_smoothing / (tf.cast(vocab_size, "float32") - 1.0)
     targets = tf.one_hot(ids, vocab_size, on_value=1.0 - label_smoothing, off_value=off)
     return tf.nn.softmax_cross_entropy_with_logits(targets, logits)
 
