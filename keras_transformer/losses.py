@@ -4,6 +4,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_transformer.layers.residual import compile_with_xla
+
 _REDUCTIONS = ("sum_over_batch_size", "sum", "none", None)
 
 
@@ -193,17 +195,21 @@ def _fused_token_losses(y_true, logits, label_smoothing: float, pad_id: int):
     """
     # Padding ids need not be valid indices; their losses are zeroed later.
     ids = ops.where(ops.equal(y_true, pad_id), 0, y_true)
-    return _compiled_cross_entropy(ids, logits, label_smoothing)
+    if compile_with_xla():
+        return _compiled_cross_entropy(ids, logits, label_smoothing)
+    return _cross_entropy(ids, logits, label_smoothing)
 
 
-@tf.function(jit_compile=True)
-def _compiled_cross_entropy(ids, logits, label_smoothing):
+def _cross_entropy(ids, logits, label_smoothing):
     if label_smoothing == 0:
         return tf.nn.sparse_softmax_cross_entropy_with_logits(ids, logits)
     vocab_size = logits.shape[-1] or tf.shape(logits)[-1]
     off = label_smoothing / (tf.cast(vocab_size, "float32") - 1.0)
     targets = tf.one_hot(ids, vocab_size, on_value=1.0 - label_smoothing, off_value=off)
     return tf.nn.softmax_cross_entropy_with_logits(targets, logits)
+
+
+_compiled_cross_entropy = tf.function(_cross_entropy, jit_compile=True)
 
 
 def _log_probabilities(y_pred, from_logits: bool):
