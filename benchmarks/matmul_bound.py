@@ -15,6 +15,9 @@ can reach a larger share of the machine's peak than
 
     6 x matmul parameters x tokens / bound / peak
 
+with `peak` the fastest matmul rate seen in the run (the 2048^3 matmul at
+the start and end, and every matmul timed).
+
 Usage (from the repository root):
 
     .venv/bin/python benchmarks/matmul_bound.py
@@ -80,6 +83,7 @@ def main():
     a, b = tf.random.normal((n, n)), tf.random.normal((n, n))
     peak = 2 * n**3 / seconds(FORWARD, a, b, repeats=args.repeats)
     print(f"fp32 matmul peak ({n}^3): {peak / 1e9:.1f} GFLOP/s")
+    fastest = peak
     print(f"{'weight':30s} {'count':>5s}  GFLOP/s: forward  input grad  weight grad")
     total, flops = 0.0, 0
     table = shapes(args.vocab, args.d_model, args.d_ff, args.layers)
@@ -93,11 +97,18 @@ def main():
         ]
         work = 2 * m * fan_in * fan_out
         rates = "".join(f"{work / t / 1e9:12.1f}" for t in times)
+        fastest = max(fastest, work / min(times))
         print(f"{name:30s} {count:5d}  {rates}")
         total += count * sum(times)
         flops += count * 3 * work
+    # The VM's speed drifts: take the fastest of the 2048^3 matmul, measured
+    # again now, and of every matmul above as the peak.
+    peak = max(fastest, 2 * n**3 / seconds(FORWARD, a, b, repeats=args.repeats))
     print(f"matmuls alone: {1000 * total:.0f} ms a step ({flops / 1e9:.1f} GFLOP)")
-    print(f"best possible share of peak: {100 * flops / total / peak:.1f}%")
+    print(
+        f"at most {100 * flops / total / peak:.1f}% of the peak "
+        f"({peak / 1e9:.1f} GFLOP/s, the fastest matmul seen)"
+    )
 
 
 if __name__ == "__main__":

@@ -27,8 +27,10 @@ Usage (from the repository root):
 `--variants` picks what to run (e.g. `ours ours-xla hub hub-xla`;
 `ours-conv-ffn` runs the kernel-1 convolutions as oneDNN convolutions
 instead of the matmuls `PointwiseFeedForward` computes them with;
-`-keras-adam` trains ours with `keras.optimizers.Adam` instead of the
-library's `FusedAdam`, which keras-hub's model always uses);
+`ours-plain` runs attention and the loss as plain TensorFlow ops instead
+of compiling them with XLA as training calls do; `-keras-adam` trains ours
+with `keras.optimizers.Adam` instead of the library's `FusedAdam`, which
+keras-hub's model always uses);
 `--length` and `--batch-size` change the shape (the scaling runs use them).
 """
 
@@ -48,7 +50,11 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_transformer.layers import PointwiseFeedForward  # noqa: E402
+from keras_transformer import losses  # noqa: E402
+from keras_transformer.layers import (
+    PointwiseFeedForward,  # noqa: E402
+    multi_head_attention,  # noqa: E402
+)
 from keras_transformer.losses import MaskedCrossEntropy  # noqa: E402
 from keras_transformer.models import Transformer  # noqa: E402
 from keras_transformer.training import FusedAdam  # noqa: E402
@@ -57,6 +63,7 @@ VARIANTS = (
     "ours",
     "ours-xla",
     "ours-conv-ffn",
+    "ours-plain",
     "ours-keras-adam",
     "ours-xla-keras-adam",
     "hub",
@@ -159,7 +166,7 @@ def prepare(variant, args):
         jit_compile="xla" in variant,
     )
     data = tf.data.Dataset.from_tensors(batch(args)).repeat()
-    with _ffn_as(variant):
+    with _patched(variant):
         model.fit(data, steps_per_epoch=args.warmup, verbose=0)
     return model, data
 
@@ -167,23 +174,31 @@ def prepare(variant, args):
 def time_steps(variant, model, data, steps) -> float:
     """Seconds per step over `steps` steps, after one untimed step."""
     clock = _Clock()
-    with _ffn_as(variant):
+    with _patched(variant):
         model.fit(data, steps_per_epoch=steps + 1, verbose=0, callbacks=[clock])
     # Wall time from the end of the first step to the end of the last.
     return (clock.ends[-1] - clock.ends[0]) / steps
 
 
 @contextlib.contextmanager
-def _ffn_as(variant):
+def _patched(variant):
     # "ours-conv-ffn": the design card's kernel-1 Conv1D run as a convolution
     # (what PointwiseFeedForward did before computing it as a matmul).
+    # "ours-plain": attention and loss as plain ops, not compiled by XLA.
     matmul_call = PointwiseFeedForward.call
     if variant == "ours-conv-ffn":
         PointwiseFeedForward.call = _conv_ffn_call
+    modules = (multi_head_attention, losses)
+    compiled = [module.compile_with_xla for module in modules]
+    if variant == "ours-plain":
+        for module in modules:
+            module.compile_with_xla = lambda: False
     try:
         yield
     finally:
         PointwiseFeedForward.call = matmul_call
+        for module, function in zip(modules, compiled, strict=True):
+            module.compile_with_xla = function
 
 
 def result(variant, seconds, args) -> dict:

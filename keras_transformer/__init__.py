@@ -10,11 +10,11 @@ is set already: TensorFlow then keeps the memory of freed tensors in a pool
 for the next ones instead of returning it to the system. A training step
 allocates the same large tensors every time (the logits alone are
 tokens x vocabulary floats), and without the pool each one costs a page
-fault per 4 KiB page: an addition over 2048 x 8000 floats took 35 ms with
-them and 6 ms without. TensorFlow reads the variable when it first creates
-a tensor on the CPU, so it takes effect only if no tensor exists yet; set it
-in the environment yourself otherwise. `TF_CPU_ALLOCATOR_USE_BFC=false`
-turns it off.
+fault per 4 KiB page: an addition over 2048 x 8000 floats took 29 ms with
+them and 6 ms without (docs/benchmarks.md). TensorFlow reads the variable
+when it first creates a tensor on the CPU, so it takes effect only if no
+tensor exists yet; set it in the environment yourself otherwise.
+`TF_CPU_ALLOCATOR_USE_BFC=false` turns it off.
 """
 
 import os
