@@ -50,11 +50,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_transformer import losses  # noqa: E402
-from keras_transformer.layers import (
-    PointwiseFeedForward,  # noqa: E402
-    multi_head_attention,  # noqa: E402
-)
+from keras_transformer import xla  # noqa: E402
+from keras_transformer.layers import PointwiseFeedForward  # noqa: E402
 from keras_transformer.losses import MaskedCrossEntropy  # noqa: E402
 from keras_transformer.models import Transformer  # noqa: E402
 from keras_transformer.training import FusedAdam  # noqa: E402
@@ -188,17 +185,14 @@ def _patched(variant):
     matmul_call = PointwiseFeedForward.call
     if variant == "ours-conv-ffn":
         PointwiseFeedForward.call = _conv_ffn_call
-    modules = (multi_head_attention, losses)
-    compiled = [module.compile_with_xla for module in modules]
+    compile_with_xla = xla.compile_with_xla
     if variant == "ours-plain":
-        for module in modules:
-            module.compile_with_xla = lambda: False
+        xla.compile_with_xla = lambda: False
     try:
         yield
     finally:
         PointwiseFeedForward.call = matmul_call
-        for module, function in zip(modules, compiled, strict=True):
-            module.compile_with_xla = function
+        xla.compile_with_xla = compile_with_xla
 
 
 def result(variant, seconds, args) -> dict:

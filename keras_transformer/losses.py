@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_transformer.layers.residual import compile_with_xla
+from keras_transformer.xla import xla_compiled
 
 _REDUCTIONS = ("sum_over_batch_size", "sum", "none", None)
 
@@ -191,13 +191,11 @@ def _fused_token_losses(y_true, logits, label_smoothing: float, pad_id: int):
     over the logits, which at a vocabulary of thousands is most of the cost.
     The kernels run compiled by XLA, faster on CPU (docs/benchmarks.md);
     inside a function XLA compiles whole they stay plain ops
-    (`compile_with_xla`).
+    (`keras_transformer.xla`).
     """
     # Padding ids need not be valid indices; their losses are zeroed later.
     ids = ops.where(ops.equal(y_true, pad_id), 0, y_true)
-    if compile_with_xla():
-        return _compiled_cross_entropy(ids, logits, label_smoothing)
-    return _cross_entropy(ids, logits, label_smoothing)
+    return _compiled_cross_entropy(ids, logits, label_smoothing)
 
 
 def _cross_entropy(ids, logits, label_smoothing):
@@ -209,7 +207,7 @@ def _cross_entropy(ids, logits, label_smoothing):
     return tf.nn.softmax_cross_entropy_with_logits(targets, logits)
 
 
-_compiled_cross_entropy = tf.function(_cross_entropy, jit_compile=True)
+_compiled_cross_entropy = xla_compiled(_cross_entropy)
 
 
 def _log_probabilities(y_pred, from_logits: bool):

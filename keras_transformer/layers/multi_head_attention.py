@@ -3,16 +3,16 @@
 import math
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from keras_transformer.layers.masking import causal_mask, merge_masks
-from keras_transformer.layers.residual import compile_with_xla, dense
+from keras_transformer.layers.residual import dense
 from keras_transformer.layers.scaled_dot_product_attention import (
     check_broadcastable,
     scaled_dot_product_attention,
 )
 from keras_transformer.validation import check_positive_int, check_rate
+from keras_transformer.xla import xla_compiled
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -184,7 +184,7 @@ class MultiHeadAttention(keras.layers.Layer):
         mask = merge_masks(query_mask, key_mask, attention_mask)
         if mask is not None:
             mask = ops.expand_dims(mask, axis=1)  # (B, 1, T, S): all heads.
-        if training and not self.dropout and compile_with_xla():
+        if training and not self.dropout:
             # Training without attention dropout: the same computation,
             # compiled by XLA (it fuses the head transposes and runs the many
             # small batch matmuls faster; with the compiled loss, the
@@ -307,9 +307,7 @@ def _attend(q, k, v, mask, dropout=None):
     return ops.transpose(output, (0, 2, 1, 3)), scores
 
 
-@tf.function(jit_compile=True)
-def _compiled_attend(q, k, v, mask):
-    return _attend(q, k, v, mask)
+_compiled_attend = xla_compiled(_attend)
 
 
 def _write(cache, update, index):

@@ -5,13 +5,6 @@ import math
 import keras
 from keras import ops
 
-try:  # Private to TensorFlow: whether ops are being traced for XLA already.
-    from tensorflow.python.ops.control_flow_util import (
-        GraphOrParentsInXlaContext as _in_xla_context,
-    )
-except ImportError:  # pragma: no cover
-    _in_xla_context = None
-
 
 def head_dim(d_model, num_heads):
     if d_model % num_heads:
@@ -55,17 +48,3 @@ def dense(x, kernel, bias, input_rank):
     if bias is not None:
         y = y + ops.reshape(bias, (fan_out,))
     return ops.reshape(y, (*lead, *out_shape))
-
-
-def compile_with_xla():
-    """Whether to call a function compiled by XLA here (TensorFlow only).
-
-    Not inside a function XLA compiles as a whole (`jit_compile=True`): it
-    compiles those ops anyway, and a nested compiled function made Keras
-    compile the whole training step anew at every `fit` call.
-    """
-    if keras.backend.backend() != "tensorflow" or _in_xla_context is None:
-        return False
-    import tensorflow as tf
-
-    return not _in_xla_context(tf.compat.v1.get_default_graph())
