@@ -185,12 +185,12 @@ def _token_weights(y_true, pad_id: int, sample_weight=None):
 
 
 def _fused_token_losses(y_true, logits, label_smoothing: float, pad_id: int):
-    """Token cross-entropies from logits by TensorFlow's fused kernels.
+    """Token cross-entropies from logits, with their gradient in one pass.
 
-    They compute the loss and its gradient (softmax minus target) in one pass
-    over the logits, which at a vocabulary of thousands is most of the cost.
-    The kernels run compiled by XLA, faster on CPU (docs/benchmarks.md);
-    inside a function XLA compiles whole they stay plain ops
+    At a vocabulary of thousands the softmax over the logits is most of the
+    cost; `_cross_entropy` computes it once, for the loss and its gradient
+    together. It runs compiled by XLA, faster on CPU (docs/benchmarks.md);
+    inside a function XLA compiles whole it stays plain ops
     (`keras_transformer.xla`).
     """
     # Padding ids need not be valid indices; their losses are zeroed later.
@@ -199,12 +199,35 @@ def _fused_token_losses(y_true, logits, label_smoothing: float, pad_id: int):
 
 
 def _cross_entropy(ids, logits, label_smoothing):
-    if label_smoothing == 0:
-        return tf.nn.sparse_softmax_cross_entropy_with_logits(ids, logits)
-    vocab_size = logits.shape[-1] or tf.shape(logits)[-1]
-    off = label_smoothing / (tf.cast(vocab_size, "float32") - 1.0)
-    targets = tf.one_hot(ids, vocab_size, on_value=1.0 - label_smoothing, off_value=off)
-    return tf.nn.softmax_cross_entropy_with_logits(targets, logits)
+    """`-sum_k q(k) log softmax(logits)(k)` over the last axis, and its gradient.
+
+    With `on = 1 - label_smoothing` at the target id and `off` elsewhere,
+    the loss is `logsumexp(x) - off * sum(x) - (on - off) * x[id]` and its
+    gradient `softmax(x) - q`. The forward pass keeps the gradient, so the
+    exponentials are computed once and the backward pass only scales it
+    (TensorFlow's fused kernel does the same; this form compiles faster
+    under XLA and takes no dense one-hot target as input).
+    """
+
+    @tf.custom_gradient
+    def token_losses(logits):
+        vocab_size = tf.shape(logits)[-1]
+        off = label_smoothing / (tf.cast(vocab_size, "float32") - 1.0)
+        on = 1.0 - label_smoothing
+        top = tf.reduce_max(logits, axis=-1, keepdims=True)
+        exp = tf.exp(logits - top)
+        total = tf.reduce_sum(exp, axis=-1, keepdims=True)
+        log_z = tf.squeeze(top + tf.math.log(total), -1)
+        target_logit = tf.gather(logits, ids[..., None], batch_dims=len(ids.shape))
+        losses = (
+            log_z
+            - off * tf.reduce_sum(logits, axis=-1)
+            - (on - off) * tf.squeeze(target_logit, -1)
+        )
+        gradient = exp / total - off - (on - off) * tf.one_hot(ids, vocab_size)
+        return losses, lambda upstream: gradient * upstream[..., None]
+
+    return token_losses(logits)
 
 
 _compiled_cross_entropy = xla_compiled(_cross_entropy)
