@@ -36,7 +36,9 @@ from keras_transformer.training import FusedAdam  # noqa: E402
 
 def op_times(logdir):
     """Total duration (ms) and count of each op type in the host trace."""
-    (path,) = glob.glob(os.path.join(logdir, "plugins/profile/*/*.xplane.pb"))
+    # Each run adds a trace; read the newest.
+    paths = glob.glob(os.path.join(logdir, "plugins/profile/*/*.xplane.pb"))
+    path = max(paths, key=os.path.getmtime)
     space = xplane_pb2.XSpace()
     with open(path, "rb") as f:
         space.ParseFromString(f.read())

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.decoder_layer import DecoderLayer
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.validation import check_positive_int, check_rate
 
@@ -108,7 +109,7 @@ class Decoder(keras.layers.Layer):
             name="positional_encoding",
         )
         self.positional_encoding.build(input_shape)
-        self.embedding_dropout = keras.layers.Dropout(
+        self.embedding_dropout = Dropout(
             self.dropout, dtype=self.dtype_policy, name="embedding_dropout"
         )
         self.layers = []

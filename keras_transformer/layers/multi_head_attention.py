@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.masking import causal_mask, merge_masks
 from keras_transformer.layers.residual import dense
 from keras_transformer.layers.scaled_dot_product_attention import (
@@ -136,7 +137,7 @@ class MultiHeadAttention(keras.layers.Layer):
             if self.use_bias
             else None
         )
-        self.attention_dropout = keras.layers.Dropout(
+        self.attention_dropout = Dropout(
             self.dropout, dtype=self.dtype_policy, name="attention_dropout"
         )
 
