@@ -18,6 +18,14 @@ can reach a larger share of the machine's peak than
 with `peak` the fastest matmul rate seen in the run (the 2048^3 matmul at
 the start and end, and every matmul timed).
 
+Then it times the rest of the work the model requires, each piece alone at
+the library's fastest implementation (forward and backward): the heads'
+attention (score products and softmax, compiled by XLA), the loss over the
+vocabulary, the dropouts, the layer normalizations and the optimizer
+update. Added to the matmuls, that is a floor: a step also has bias and
+residual additions, gradient sums, the embedding look-up and Keras's own
+work, all counted as zero here.
+
 Usage (from the repository root):
 
     .venv/bin/python benchmarks/matmul_bound.py
@@ -31,7 +39,13 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
+
+from keras_transformer.layers.dropout import dropout  # noqa: E402
+from keras_transformer.layers.multi_head_attention import _compiled_attend  # noqa: E402
+from keras_transformer.losses import _compiled_cross_entropy  # noqa: E402
+from keras_transformer.training import FusedAdam  # noqa: E402
 
 
 def shapes(vocab, d_model, d_ff, layers):
@@ -69,13 +83,81 @@ INPUT_GRAD = _one(lambda dy, w: tf.matmul(dy, w, transpose_b=True))
 WEIGHT_GRAD = _one(lambda x, dy: tf.matmul(x, dy, transpose_a=True))
 
 
+def _with_gradient(fn):
+    """`fn(x, *rest)` forward and backward (gradient with respect to `x`)."""
+
+    def run(x, *rest):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x, *rest)
+            y = y[0] if isinstance(y, tuple) else y
+        return tape.gradient(y, x, output_gradients=tf.ones_like(y))[0, 0]
+
+    return tf.function(run)
+
+
+def other_work(args):
+    """(name, count, seconds) of each required piece of work but the matmuls."""
+    d, heads, layers = args.d_model, args.heads, args.layers
+    batch, length = args.tokens // args.length, args.length
+    x = tf.random.normal((batch, length, d))
+    q = tf.reshape(x, (batch, length, heads, d // heads))
+    causal = tf.linalg.band_part(tf.ones((length, length), "bool"), -1, 0)
+    full = tf.ones((batch, 1, length, length), "bool")
+    norm = keras.layers.LayerNormalization(epsilon=1e-6)
+    norm.build(x.shape)
+    logits = tf.random.normal((args.tokens, args.vocab))
+    ids = tf.random.uniform((args.tokens,), maxval=args.vocab, dtype="int32")
+    attend = _with_gradient(lambda q, mask: _compiled_attend(q, q, q, mask))
+    work = [
+        ("attention, padding mask", 2 * layers, attend, q, full),
+        ("attention, causal mask", layers, attend, q, full & causal),
+        (
+            "loss (softmax over the vocabulary)",
+            1,
+            _with_gradient(lambda x: _compiled_cross_entropy(ids, x, 0.1)),
+            logits,
+        ),
+        (
+            "dropout",
+            2 + 5 * layers,
+            _with_gradient(lambda x, seed: dropout(x, 0.1, seed)),
+            x,
+            tf.constant([1, 2]),  # An input: a constant seed would fold.
+        ),
+        ("layer normalization", 5 * layers, _with_gradient(norm), x),
+    ]
+    rows = [
+        (name, count, seconds(fn, *inputs, repeats=args.repeats))
+        for name, count, fn, *inputs in work
+    ]
+    weights = [
+        tf.Variable(tf.zeros((fan_in, fan_out)))
+        for _, fan_in, fan_out, count in shapes(args.vocab, d, args.d_ff, layers)
+        for _ in range(count)
+    ]
+    optimizer = FusedAdam(1e-4, beta_2=0.98, epsilon=1e-9)
+    optimizer.build(weights)
+    gradients = [tf.fill(w.shape, 1e-3) for w in weights]
+
+    @tf.function
+    def update():
+        optimizer.apply(gradients, weights)
+        return weights[0][0, 0]
+
+    rows.append(("Adam update (FusedAdam)", 1, seconds(update, repeats=args.repeats)))
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--vocab", type=int, default=8000)
     parser.add_argument("--d-model", type=int, default=256)
     parser.add_argument("--d-ff", type=int, default=1024)
     parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--tokens", type=int, default=64 * 32)
+    parser.add_argument("--length", type=int, default=32, help="tokens a sentence")
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
     m = args.tokens
@@ -108,6 +190,15 @@ def main():
     print(
         f"at most {100 * flops / total / peak:.1f}% of the peak "
         f"({peak / 1e9:.1f} GFLOP/s, the fastest matmul seen)"
+    )
+    print(f"{'other work (forward and backward)':40s} {'count':>5s}  ms each")
+    floor = total
+    for name, count, time_each in other_work(args):
+        print(f"{name:40s} {count:5d}  {1000 * time_each:7.2f}")
+        floor += count * time_each
+    print(
+        f"floor: {1000 * floor:.0f} ms a step, at most "
+        f"{100 * flops / floor / peak:.1f}% of the peak"
     )
 
 
