@@ -29,8 +29,9 @@ Usage (from the repository root):
 instead of the matmuls `PointwiseFeedForward` computes them with;
 `ours-plain` runs attention and the loss as plain TensorFlow ops instead
 of compiling them with XLA as training calls do; `-keras-adam` trains ours
-with `keras.optimizers.Adam` instead of the library's `FusedAdam`, which
-keras-hub's model always uses);
+with `keras.optimizers.Adam` instead of the library's `FusedAdam` (keras-hub's
+model always trains with Keras's Adam); `ours-keras-dropout` uses Keras's
+dropout instead of the library's `Dropout`);
 `--length` and `--batch-size` change the shape (the scaling runs use them).
 """
 
@@ -51,7 +52,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_transformer import xla  # noqa: E402
-from keras_transformer.layers import PointwiseFeedForward  # noqa: E402
+from keras_transformer.layers import Dropout, PointwiseFeedForward  # noqa: E402
 from keras_transformer.losses import MaskedCrossEntropy  # noqa: E402
 from keras_transformer.models import Transformer  # noqa: E402
 from keras_transformer.training import FusedAdam  # noqa: E402
@@ -62,6 +63,7 @@ VARIANTS = (
     "ours-conv-ffn",
     "ours-plain",
     "ours-keras-adam",
+    "ours-keras-dropout",
     "ours-xla-keras-adam",
     "hub",
     "hub-xla",
@@ -188,11 +190,16 @@ def _patched(variant):
     compile_with_xla = xla.compile_with_xla
     if variant == "ours-plain":
         xla.compile_with_xla = lambda: False
+    # "ours-keras-dropout": Keras's dropout (32 random bits an element).
+    dropout_call = Dropout.call
+    if variant == "ours-keras-dropout":
+        Dropout.call = keras.layers.Dropout.call
     try:
         yield
     finally:
         PointwiseFeedForward.call = matmul_call
         xla.compile_with_xla = compile_with_xla
+        Dropout.call = dropout_call
 
 
 def result(variant, seconds, args) -> dict:
