@@ -17,8 +17,8 @@ class Dropout(keras.layers.Dropout):
     (`rate=0.1` drops with probability 0.1000061).
 
     Why: Keras draws one 32-bit random number per element, and drawing them
-    was the largest cost after the matmuls, attention and loss in a
-    training step (17 dropouts a step in the base model; docs/benchmarks.md).
+    took about 3% of a training step of the benchmark model (17 dropouts a
+    step in the base model; docs/benchmarks.md).
     One 32-bit draw here decides two elements: a `(64, 32, 256)` dropout
     took about 1.7 instead of 2.6 ms on 2 CPU cores.
 
