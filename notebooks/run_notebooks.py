@@ -11,7 +11,8 @@ interpreter (so the installed `keras_transformer` is the one imported), in its
 own folder, and is written back with its outputs. The first code cell of every
 notebook prints the mode, so readers know which mode produced the outputs.
 TensorFlow's start-up lines on stderr (oneDNN, CUDA, absl, which
-`TF_CPP_MIN_LOG_LEVEL` does not silence) are left out of the stored outputs.
+`TF_CPP_MIN_LOG_LEVEL` does not silence) and SentencePiece's note that it
+normalizes nothing are left out of the stored outputs.
 The tests (`tests/test_notebooks.py`) run the same notebooks in fast mode
 without writing them back.
 """
@@ -35,7 +36,8 @@ KERNEL_NAME = "keras-transformer-notebooks"
 # TensorFlow's start-up log lines, written to stderr before any Python runs.
 STARTUP_NOISE = re.compile(
     r"^(WARNING: All log messages before absl::InitializeLog\(\) is called.*"
-    r"|[IWE]\d{4} [\d:. ]+\d+ (port|cudart_stub|cpu_feature_guard)\.cc:\d+\].*)$\n?",
+    r"|[IWE]\d{4} [\d:. ]+\d+ (port|cudart_stub|cpu_feature_guard)\.cc:\d+\].*"
+    r"|normalizer\.cc\(\d+\) LOG\(INFO\) precompiled_charsmap is empty\..*)$\n?",
     re.MULTILINE,
 )
 
