@@ -22,9 +22,13 @@ Then it times the rest of the work the model requires, each piece alone at
 the library's fastest implementation (forward and backward): the heads'
 attention (score products and softmax, compiled by XLA), the loss over the
 vocabulary, the dropouts, the layer normalizations and the optimizer
-update. Added to the matmuls, that is a floor: a step also has bias and
-residual additions, gradient sums, the embedding look-up and Keras's own
-work, all counted as zero here.
+update (of the matmul weights). Added to the matmuls, that is what the
+step's required work takes run piece by piece, as a share of the 2048^3
+matmul's rate (the peak `training.py` reports against). A step also has
+bias and residual additions, gradient sums, the embedding look-up and
+Keras's own work, counted as zero here; and its ops can overlap on
+TensorFlow's two inter-op threads, which a sum of pieces timed alone
+does not show.
 
 Usage (from the repository root):
 
@@ -163,9 +167,9 @@ def main():
     m = args.tokens
     n = 2048
     a, b = tf.random.normal((n, n)), tf.random.normal((n, n))
-    peak = 2 * n**3 / seconds(FORWARD, a, b, repeats=args.repeats)
-    print(f"fp32 matmul peak ({n}^3): {peak / 1e9:.1f} GFLOP/s")
-    fastest = peak
+    square = 2 * n**3 / seconds(FORWARD, a, b, repeats=args.repeats)
+    print(f"fp32 matmul peak ({n}^3): {square / 1e9:.1f} GFLOP/s")
+    fastest = square
     print(f"{'weight':30s} {'count':>5s}  GFLOP/s: forward  input grad  weight grad")
     total, flops = 0.0, 0
     table = shapes(args.vocab, args.d_model, args.d_ff, args.layers)
@@ -185,20 +189,22 @@ def main():
         flops += count * 3 * work
     # The VM's speed drifts: take the fastest of the 2048^3 matmul, measured
     # again now, and of every matmul above as the peak.
-    peak = max(fastest, 2 * n**3 / seconds(FORWARD, a, b, repeats=args.repeats))
+    square = max(square, 2 * n**3 / seconds(FORWARD, a, b, repeats=args.repeats))
+    peak = max(fastest, square)
     print(f"matmuls alone: {1000 * total:.0f} ms a step ({flops / 1e9:.1f} GFLOP)")
     print(
         f"at most {100 * flops / total / peak:.1f}% of the peak "
         f"({peak / 1e9:.1f} GFLOP/s, the fastest matmul seen)"
     )
     print(f"{'other work (forward and backward)':40s} {'count':>5s}  ms each")
-    floor = total
+    required = total
     for name, count, time_each in other_work(args):
         print(f"{name:40s} {count:5d}  {1000 * time_each:7.2f}")
-        floor += count * time_each
+        required += count * time_each
     print(
-        f"floor: {1000 * floor:.0f} ms a step, at most "
-        f"{100 * flops / floor / peak:.1f}% of the peak"
+        f"matmuls and the work above, piece by piece: {1000 * required:.0f} ms "
+        f"a step, {100 * flops / required / square:.1f}% of the {n}^3 matmul's "
+        f"rate ({square / 1e9:.1f} GFLOP/s)"
     )
 
 
