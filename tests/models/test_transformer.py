@@ -264,10 +264,10 @@ def test_mixed_precision(mixed_policy):
     assert np.isfinite(history.history["loss"][0])
 
 
-def _losses_from_seed(seed, steps=3):
+def _losses_from_seed(seed, steps=3, **compile_kwargs):
     """Per-step training losses (dropout active) of a model built from `seed`."""
     keras.utils.set_random_seed(seed)
-    model = compile_and_build(tiny_model(num_layers=1, dropout=0.3))
+    model = compile_and_build(tiny_model(num_layers=1, dropout=0.3), **compile_kwargs)
     source, target_in = toy_batch(batch_size=4)
     target_out = np.roll(target_in, -1, axis=1)
     history = model.fit(
@@ -294,6 +294,14 @@ def test_same_seed_same_losses():
     same = tiny_model()
     inputs = toy_batch()
     assert not np.allclose(other(inputs), same(inputs))
+
+
+@pytest.mark.slow
+def test_whole_step_xla_trains_as_the_default_path():
+    # Compiled whole, the step keeps the same dropout masks, loss and update.
+    default = _losses_from_seed(7)
+    xla = _losses_from_seed(7, jit_compile=True)
+    np.testing.assert_allclose(xla, default, rtol=1e-4)
 
 
 def test_default_compile_is_the_fast_path_on_cpu():
