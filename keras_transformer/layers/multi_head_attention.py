@@ -24,8 +24,9 @@ class MultiHeadAttention(keras.layers.Layer):
     follows `keras.layers.MultiHeadAttention`, but unlike it this layer passes
     the query's Keras mask on, reports `(B, H, T, S)` scores also symbolically,
     and has a key/value cache for incremental decoding. In training calls
-    without attention dropout, on TensorFlow, the heads' attention runs
-    compiled by XLA: the same values and gradients, computed faster on CPU.
+    without attention dropout, traced by TensorFlow with static shapes, the
+    heads' attention runs compiled by XLA: the same values and gradients,
+    computed faster on CPU (`keras_transformer.xla`).
 
     Args:
         num_heads: `h`, number of attention heads.
@@ -190,7 +191,8 @@ class MultiHeadAttention(keras.layers.Layer):
             # compiled by XLA (it fuses the head transposes and runs the many
             # small batch matmuls faster; with the compiled loss, the
             # benchmark's step took 1001 instead of 1210 ms,
-            # docs/benchmarks.md). Decoding keeps the plain ops.
+            # docs/benchmarks.md). Only where shapes are static: XLA
+            # compiles per shape. Decoding keeps the plain ops.
             output, scores = _compiled_attend(q, k, v, mask)
         else:
             output, scores = _attend(
