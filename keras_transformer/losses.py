@@ -189,8 +189,8 @@ def _fused_token_losses(y_true, logits, label_smoothing: float, pad_id: int):
 
     At a vocabulary of thousands the softmax over the logits is most of the
     cost; `_cross_entropy` computes it once, for the loss and its gradient
-    together. It runs compiled by XLA, faster on CPU (docs/benchmarks.md);
-    inside a function XLA compiles whole it stays plain ops
+    together. In steps traced with static shapes it runs compiled by XLA,
+    faster on CPU (docs/benchmarks.md); elsewhere it is plain ops
     (`keras_transformer.xla`).
     """
     # Padding ids need not be valid indices; their losses are zeroed later.
@@ -206,7 +206,7 @@ def _cross_entropy(ids, logits, label_smoothing):
     gradient `softmax(x) - q`. The forward pass keeps the gradient, so the
     exponentials are computed once and the backward pass only scales it
     (TensorFlow's fused kernel does the same; this form compiles faster
-    under XLA and takes no dense one-hot target as input).
+    under XLA, which fuses the one-hot target into the gradient).
     """
 
     @tf.custom_gradient

@@ -33,7 +33,8 @@ from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parent
 KERNEL_NAME = "keras-transformer-notebooks"
-# TensorFlow's start-up log lines, written to stderr before any Python runs.
+# Log lines that are not the notebook's: TensorFlow's start-up lines, written
+# to stderr before any Python runs, and SentencePiece's normalization note.
 STARTUP_NOISE = re.compile(
     r"^(WARNING: All log messages before absl::InitializeLog\(\) is called.*"
     r"|[IWE]\d{4} [\d:. ]+\d+ (port|cudart_stub|cpu_feature_guard)\.cc:\d+\].*"
