@@ -30,7 +30,18 @@ def compile_with_xla(*args):
         return False
     if any(tf.is_tensor(a) and not a.shape.is_fully_defined() for a in args):
         return False
-    return not _in_xla_context(tf.compat.v1.get_default_graph())
+    return not in_xla_context()
+
+
+def in_xla_context() -> bool:
+    """Whether the ops being traced now are compiled by XLA as a whole.
+
+    True inside `tf.function(jit_compile=True)` (and functions it calls),
+    where every shape must be static; False eagerly and in plain graphs.
+    """
+    if _in_xla_context is None or tf.executing_eagerly():
+        return False
+    return bool(_in_xla_context(tf.compat.v1.get_default_graph()))
 
 
 def xla_compiled(function):

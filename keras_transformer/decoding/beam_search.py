@@ -15,10 +15,13 @@ from keras_transformer.decoding.search_utils import (
     attention_of,
     check_max_length,
     check_source_ids,
+    compacted,
+    default_compact,
     ensure_built,
     keep_shapes,
     output_limits,
     write_column,
+    write_rows,
 )
 from keras_transformer.validation import check_positive_int
 
@@ -54,6 +57,7 @@ def beam_search(
     max_length: int | None = None,
     use_cache: bool = True,
     return_attention_scores: bool = False,
+    compact: bool | None = None,
 ) -> dict[str, Any]:
     """Translates a batch with beam search (beam 4, alpha 0.6 in the paper).
 
@@ -131,133 +135,181 @@ def beam_search(
         raise TypeError(f"`alpha` must be a number. Received: alpha={alpha!r}")
     source_ids = check_source_ids(source_ids)
     max_length = check_max_length(model, max_length)
+    compact = default_compact(compact)
     k = beam_size
     ensure_built(model)
-    memory, source_mask = model.encode(source_ids)
+    with tf.name_scope("encoder"):
+        memory, source_mask = model.encode(source_ids)
     buffer_length, limits = output_limits(model, source_ids, max_length)
     batch_size = tf.shape(source_ids)[0]
-    # (B * k, S, D): row b * k + j is beam j of sentence b.
-    stepper = Stepper(
-        model,
-        tf.repeat(memory, k, axis=0),
-        tf.repeat(source_mask, k, axis=0),
-        buffer_length,
-        use_cache,
-    )
+    stepper = Stepper(model, buffer_length, use_cache, compact)
     width = buffer_length + 1
     first_of_2k = tf.range(2 * k) < k  # (2k,): candidates that may finish
-    max_penalty = length_penalty(limits, alpha)  # (B,)
 
-    def keep_going(t, alive_seq, alive_log_probs, finished, num_finished, done, state):
-        return tf.logical_and(t < buffer_length, tf.logical_not(tf.reduce_all(done)))
+    def keep_going(loop):
+        running = tf.logical_not(tf.reduce_all(loop["done"]))
+        if compact:
+            running = tf.size(loop["done"]) > 0
+        return tf.logical_and(loop["t"] < buffer_length, running)
 
-    def step(t, alive_seq, alive_log_probs, finished, num_finished, done, state):
-        old_state = state
-        flat_seq = tf.reshape(alive_seq, [batch_size * k, width])
-        step_log_probs, state = stepper.step(flat_seq, t, state)  # (B * k, V)
-        vocab_size = tf.shape(step_log_probs)[-1]
-        # (B, k * V): log P of every one-token extension of every alive beam.
-        candidates = alive_log_probs[:, :, None] + tf.reshape(
-            step_log_probs, [batch_size, k, vocab_size]
-        )
-        candidates = tf.reshape(candidates, [batch_size, k * vocab_size])
-        top_log_probs, top_index = tf.math.top_k(candidates, 2 * k)  # (B, 2k)
-        parents = top_index // vocab_size
-        next_ids = top_index % vocab_size
-        top_seq = tf.gather(alive_seq, parents, batch_dims=1)  # (B, 2k, L + 1)
-        top_seq = write_column(top_seq, t + 1, next_ids)
-        is_end = next_ids == END_ID
-        at_limit = (t + 1 >= limits)[:, None]  # (B, 1)
+    def step(loop):
+        t, alive_seq, finished = loop["t"], loop["alive_seq"], loop["finished"]
+        alive_log_probs = loop["alive_log_probs"]
+        b = tf.shape(alive_log_probs)[0]  # sentences still decoding
+        with tf.name_scope("decoder"):
+            flat_seq = tf.reshape(alive_seq, [b * k, width])
+            step_log_probs, state = stepper.step(flat_seq, t, loop["state"])
+        with tf.name_scope("select"):
+            vocab_size = tf.shape(step_log_probs)[-1]
+            # (b, k * V): log P of every one-token extension of every beam.
+            candidates = alive_log_probs[:, :, None] + tf.reshape(
+                step_log_probs, [b, k, vocab_size]
+            )
+            candidates = tf.reshape(candidates, [b, k * vocab_size])
+            top_log_probs, top_index = tf.math.top_k(candidates, 2 * k)  # (b, 2k)
+            parents = top_index // vocab_size
+            next_ids = top_index % vocab_size
+            top_seq = tf.gather(alive_seq, parents, batch_dims=1)  # (b, 2k, L + 1)
+            top_seq = write_column(top_seq, t + 1, next_ids)
+            is_end = next_ids == END_ID
+            at_limit = (t + 1 >= loop["limits"])[:, None]  # (b, 1)
 
-        # Finished: the first k candidates that end (or are cut at the limit).
-        length = t + 1
-        ends = first_of_2k & (is_end | at_limit) & (top_log_probs > NEG_INF / 2)
-        new_scores = top_log_probs / length_penalty(length, alpha)
-        new_scores = tf.where(ends, new_scores, NEG_INF)
-        new_finished = _top_k_of(
-            k,
-            tf.concat([finished["scores"], new_scores], axis=1),
-            tf.concat([finished["seq"], top_seq], axis=1),
-            tf.concat([finished["log_probs"], top_log_probs], axis=1),
-        )
-        new_finished = dict(
-            zip(("scores", "seq", "log_probs"), new_finished, strict=True)
-        )
-        num_finished_next = num_finished + tf.reduce_sum(tf.cast(ends, tf.int32), 1)
+            # Finished: the first k candidates that end (or are cut at the
+            # limit).
+            length = t + 1
+            ends = first_of_2k & (is_end | at_limit) & (top_log_probs > NEG_INF / 2)
+            new_scores = top_log_probs / length_penalty(length, alpha)
+            new_scores = tf.where(ends, new_scores, NEG_INF)
+            new_finished = _top_k_of(
+                k,
+                tf.concat([finished["scores"], new_scores], axis=1),
+                tf.concat([finished["seq"], top_seq], axis=1),
+                tf.concat([finished["log_probs"], top_log_probs], axis=1),
+            )
+            num_finished = loop["num_finished"] + tf.reduce_sum(
+                tf.cast(ends, tf.int32), 1
+            )
 
-        # Alive: the best k candidates that did not end.
-        alive_candidates = tf.where(is_end, NEG_INF, top_log_probs)
-        next_alive_log_probs, alive_index = tf.math.top_k(alive_candidates, k)
-        next_alive_seq = tf.gather(top_seq, alive_index, batch_dims=1)
-        alive_parents = tf.gather(parents, alive_index, batch_dims=1)  # (B, k)
-        rows = alive_parents + k * tf.range(batch_size)[:, None]
-        state = stepper.reorder(state, tf.reshape(rows, [-1]))
+            # Alive: the best k candidates that did not end.
+            alive_candidates = tf.where(is_end, NEG_INF, top_log_probs)
+            next_alive_log_probs, alive_index = tf.math.top_k(alive_candidates, k)
+            next_alive_seq = tf.gather(top_seq, alive_index, batch_dims=1)
+            alive_parents = tf.gather(parents, alive_index, batch_dims=1)  # (b, k)
+            rows = alive_parents + k * tf.range(b)[:, None]
 
-        # Stop when the best alive hypothesis, at its most favourable final
-        # length, cannot beat the best finished one (exact), or when k have
-        # finished and it does not beat the worst of them as it stands. Never
-        # on the count alone: early finishers may be poor ones (a weak
-        # model's "end" ranks among the top k) while a better one is alive.
-        best_alive = next_alive_log_probs[:, 0]
-        best_possible = best_alive / tf.maximum(
-            length_penalty(length + 1, alpha), max_penalty
-        )
-        settled = (num_finished_next > 0) & (
-            new_finished["scores"][:, 0] >= best_possible
-        )
-        full = new_finished["scores"][:, k - 1] >= best_alive / length_penalty(
-            length, alpha
-        )
-        next_done = done | settled | full | (t + 1 >= limits)
+            # Stop when the best alive hypothesis, at its most favourable
+            # final length, cannot beat the best finished one (exact), or
+            # when k have finished and it does not beat the worst of them as
+            # it stands. Never on the count alone: early finishers may be
+            # poor ones (a weak model's "end" ranks among the top k) while a
+            # better one is alive.
+            best_alive = next_alive_log_probs[:, 0]
+            best_possible = best_alive / tf.maximum(
+                length_penalty(length + 1, alpha), loop["max_penalty"]
+            )
+            best_finished = new_finished["scores"][:, 0]
+            settled = (num_finished > 0) & (best_finished >= best_possible)
+            full = new_finished["scores"][:, k - 1] >= best_alive / length_penalty(
+                length, alpha
+            )
+            next_done = loop["done"] | settled | full | (t + 1 >= loop["limits"])
 
-        # Sentences that were already done keep their state.
-        def freeze(old, new):
-            mask = tf.reshape(done, [-1] + [1] * (new.shape.rank - 1))
-            return tf.where(mask, old, new)
-
-        return keep_shapes(
-            (
-                t + 1,
-                freeze(alive_seq, next_alive_seq),
-                freeze(alive_log_probs, next_alive_log_probs),
-                tf.nest.map_structure(freeze, finished, new_finished),
-                freeze(num_finished, num_finished_next),
-                next_done,
-                state,
-            ),
-            (t, alive_seq, alive_log_probs, finished, num_finished, done, old_state),
-        )
+        new = {
+            **loop,
+            "t": t + 1,
+            "alive_seq": next_alive_seq,
+            "alive_log_probs": next_alive_log_probs,
+            "finished": new_finished,
+            "num_finished": num_finished,
+            "done": next_done,
+        }
+        if not compact:
+            # Sentences that were already done keep their hypotheses.
+            new = {
+                key: value
+                if key in ("t", "state", "done", "index", "results")
+                else tf.nest.map_structure(_frozen(loop["done"]), loop[key], value)
+                for key, value in new.items()
+            }
+            new["state"] = stepper.select(state, tf.reshape(rows, [-1]))
+            return (keep_shapes(new, loop),)
+        with tf.name_scope("compact"):
+            # Sentences that are done leave the batch: their best hypothesis
+            # goes to the results, the others' rows move up.
+            leaving = tf.boolean_mask(new["index"], next_done)
+            best = {key: new_finished[key][:, 0] for key in new["results"]}
+            new["results"] = {
+                key: write_rows(
+                    new["results"][key], leaving, tf.boolean_mask(best[key], next_done)
+                )
+                for key in best
+            }
+            keep = tf.logical_not(next_done)
+            stays = tf.reduce_all(keep)
+            per_sentence = [key for key in new if key not in ("t", "state", "results")]
+            new.update(compacted({key: new[key] for key in per_sentence}, keep))
+            kept_rows = tf.reshape(tf.boolean_mask(rows, keep), [-1])
+            sentence_rows = tf.reshape(
+                tf.boolean_mask(tf.reshape(tf.range(b * k), [b, k]), keep), [-1]
+            )
+            new["state"] = tf.cond(
+                stays,
+                lambda: stepper.select(state, kept_rows),
+                lambda: stepper.select(state, kept_rows, sentence_rows),
+            )
+        return (new,)
 
     # Only beam 0 is alive at first, so the k beams do not start as copies.
     alive_log_probs = tf.tile(
         tf.concat([[0.0], tf.fill([k - 1], NEG_INF)], axis=0)[None], [batch_size, 1]
     )
     start = tf.one_hot(0, width, dtype=tf.int32) * START_ID  # (L + 1,)
-    alive_seq = tf.tile(start[None, None], [batch_size, k, 1])
-    finished = {
-        "scores": tf.fill([batch_size, k], NEG_INF),
-        "seq": tf.zeros([batch_size, k, width], tf.int32),
-        "log_probs": tf.zeros([batch_size, k], tf.float32),
+    loop = {
+        "t": tf.constant(0),
+        "alive_seq": tf.tile(start[None, None], [batch_size, k, 1]),
+        "alive_log_probs": alive_log_probs,
+        "finished": {
+            "scores": tf.fill([batch_size, k], NEG_INF),
+            "seq": tf.zeros([batch_size, k, width], tf.int32),
+            "log_probs": tf.zeros([batch_size, k], tf.float32),
+        },
+        "num_finished": tf.zeros([batch_size], tf.int32),
+        "done": tf.zeros([batch_size], tf.bool),
+        "limits": limits,
+        "max_penalty": length_penalty(limits, alpha),
+        # (B * k, S, D): row b * k + j is beam j of sentence b.
+        "state": stepper.initial_state(
+            tf.repeat(memory, k, axis=0), tf.repeat(source_mask, k, axis=0)
+        ),
     }
-    _, _, _, finished, _, _, _ = tf.while_loop(
+    if compact:
+        loop["index"] = tf.range(batch_size)  # each row's sentence
+        loop["results"] = {
+            "seq": tf.zeros([batch_size, width], tf.int32),
+            "scores": tf.fill([batch_size], tf.constant(NEG_INF, tf.float32)),
+            "log_probs": tf.zeros([batch_size], tf.float32),
+        }
+    (loop,) = tf.while_loop(
         keep_going,
         step,
-        (
-            tf.constant(0),
-            alive_seq,
-            alive_log_probs,
-            finished,
-            tf.zeros([batch_size], tf.int32),
-            tf.zeros([batch_size], tf.bool),
-            stepper.initial_state(),
-        ),
+        (loop,),
+        shape_invariants=(_shape_invariants(loop, stepper, compact),),
     )
-    ids = finished["seq"][:, 0, 1:]
+    if compact:
+        # Sentences cut by the buffer's end (never, when limits <= L).
+        best = {key: loop["finished"][key][:, 0] for key in loop["results"]}
+        best = {
+            key: write_rows(loop["results"][key], loop["index"], best[key])
+            for key in best
+        }
+    else:
+        best = {key: value[:, 0] for key, value in loop["finished"].items()}
+    ids = best["seq"][:, 1:]
     lengths = tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=1)
     result = {
         "ids": ids,
-        "scores": finished["scores"][:, 0],
-        "log_probs": finished["log_probs"][:, 0],
+        "scores": best["scores"],
+        "log_probs": best["log_probs"],
         "lengths": lengths,
     }
     if return_attention_scores:
@@ -265,13 +317,38 @@ def beam_search(
     return result
 
 
+def _frozen(done: tf.Tensor):
+    """`(old, new) -> new`, except `old` in the rows of sentences `done`."""
+
+    def freeze(old, new):
+        mask = tf.reshape(done, [-1] + [1] * (new.shape.rank - 1))
+        return tf.where(mask, old, new)
+
+    return freeze
+
+
+def _shape_invariants(loop: dict, stepper: Stepper, compact: bool) -> dict:
+    """The loop's shapes; with `compact`, sentences (axis 0) may leave."""
+    shapes = tf.nest.map_structure(lambda x: x.shape, loop)
+    if not compact:
+        return shapes
+    shapes = {
+        key: shape
+        if key in ("t", "results", "state")
+        else tf.nest.map_structure(lambda s: tf.TensorShape([None, *s[1:]]), shape)
+        for key, shape in shapes.items()
+    }
+    shapes["state"] = stepper.shape_invariants(loop["state"])
+    return shapes
+
+
 def _top_k_of(
     k: int, scores: tf.Tensor, seq: tf.Tensor, log_probs: tf.Tensor
-) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+) -> dict[str, tf.Tensor]:
     """The `k` best of `(B, n)` scored hypotheses, best first."""
     top_scores, index = tf.math.top_k(scores, k)
-    return (
-        top_scores,
-        tf.gather(seq, index, batch_dims=1),
-        tf.gather(log_probs, index, batch_dims=1),
-    )
+    return {
+        "scores": top_scores,
+        "seq": tf.gather(seq, index, batch_dims=1),
+        "log_probs": tf.gather(log_probs, index, batch_dims=1),
+    }

@@ -14,10 +14,13 @@ from keras_transformer.decoding.search_utils import (
     attention_of,
     check_max_length,
     check_source_ids,
+    compacted,
+    default_compact,
     ensure_built,
     keep_shapes,
     output_limits,
     write_column,
+    write_rows,
 )
 
 
@@ -27,6 +30,7 @@ def greedy_search(
     max_length: int | None = None,
     use_cache: bool = True,
     return_attention_scores: bool = False,
+    compact: bool | None = None,
 ) -> dict[str, Any]:
     """Translates a batch by taking the most probable token at each step.
 
@@ -79,25 +83,57 @@ def greedy_search(
     """
     source_ids = check_source_ids(source_ids)
     max_length = check_max_length(model, max_length)
+    compact = default_compact(compact)
     ensure_built(model)
-    memory, source_mask = model.encode(source_ids)
+    with tf.name_scope("encoder"):
+        memory, source_mask = model.encode(source_ids)
     buffer_length, limits = output_limits(model, source_ids, max_length)
     batch_size = tf.shape(source_ids)[0]
-    stepper = Stepper(model, memory, source_mask, buffer_length, use_cache)
+    stepper = Stepper(model, buffer_length, use_cache, compact)
 
-    def keep_going(t, tokens, log_probs, done, state):
-        return tf.logical_and(t < buffer_length, tf.logical_not(tf.reduce_all(done)))
+    def keep_going(loop):
+        running = tf.logical_not(tf.reduce_all(loop["done"]))
+        if compact:
+            running = tf.size(loop["done"]) > 0
+        return tf.logical_and(loop["t"] < buffer_length, running)
 
-    def step(t, tokens, log_probs, done, state):
-        old = (t, tokens, log_probs, done, state)
-        step_log_probs, state = stepper.step(tokens, t, state)  # (B, V)
-        next_ids = tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)
-        next_log_probs = tf.reduce_max(step_log_probs, axis=-1)
-        next_ids = tf.where(done, PAD_ID, next_ids)
-        log_probs += tf.where(done, 0.0, next_log_probs)
-        tokens = write_column(tokens, t + 1, next_ids)
-        done = done | (next_ids == END_ID) | (t + 1 >= limits)
-        return keep_shapes((t + 1, tokens, log_probs, done, state), old)
+    def step(loop):
+        t, done = loop["t"], loop["done"]
+        with tf.name_scope("decoder"):
+            step_log_probs, state = stepper.step(loop["tokens"], t, loop["state"])
+        with tf.name_scope("select"):
+            next_ids = tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)
+            next_log_probs = tf.reduce_max(step_log_probs, axis=-1)
+            next_ids = tf.where(done, PAD_ID, next_ids)
+            new = {
+                **loop,
+                "t": t + 1,
+                "tokens": write_column(loop["tokens"], t + 1, next_ids),
+                "log_probs": loop["log_probs"] + tf.where(done, 0.0, next_log_probs),
+                "done": done | (next_ids == END_ID) | (t + 1 >= loop["limits"]),
+                "state": state,
+            }
+        if not compact:
+            return (keep_shapes(new, loop),)
+        with tf.name_scope("compact"):
+            # Sentences that are done leave the batch for the results.
+            leaving = tf.boolean_mask(new["index"], new["done"])
+            new["results"] = {
+                key: write_rows(
+                    new["results"][key], leaving, tf.boolean_mask(new[key], new["done"])
+                )
+                for key in new["results"]
+            }
+            keep = tf.logical_not(new["done"])
+            per_sentence = ("tokens", "log_probs", "done", "limits", "index")
+            new.update(compacted({key: new[key] for key in per_sentence}, keep))
+            rows = tf.cast(tf.where(keep)[:, 0], tf.int32)
+            new["state"] = tf.cond(
+                tf.reduce_all(keep),
+                lambda: state,
+                lambda: stepper.select(state, rows, rows),
+            )
+        return (new,)
 
     # (B, L + 1): the start id, then the output.
     tokens = tf.concat(
@@ -107,23 +143,35 @@ def greedy_search(
         ],
         axis=1,
     )
-    _, tokens, log_probs, _, _ = tf.while_loop(
-        keep_going,
-        step,
-        (
-            tf.constant(0),
-            tokens,
-            tf.zeros([batch_size], tf.float32),
-            tf.zeros([batch_size], tf.bool),
-            stepper.initial_state(),
-        ),
-    )
-    ids = tokens[:, 1:]
+    loop = {
+        "t": tf.constant(0),
+        "tokens": tokens,
+        "log_probs": tf.zeros([batch_size], tf.float32),
+        "done": tf.zeros([batch_size], tf.bool),
+        "limits": limits,
+        "state": stepper.initial_state(memory, source_mask),
+    }
+    shapes = tf.nest.map_structure(lambda x: x.shape, loop)
+    if compact:
+        loop["index"] = tf.range(batch_size)  # each row's sentence
+        loop["results"] = {"tokens": tokens, "log_probs": loop["log_probs"]}
+        shapes = tf.nest.map_structure(lambda x: x.shape, loop)
+        for key in ("tokens", "log_probs", "done", "limits", "index"):
+            shapes[key] = tf.TensorShape([None, *shapes[key][1:]])
+        shapes["state"] = stepper.shape_invariants(loop["state"])
+    (loop,) = tf.while_loop(keep_going, step, (loop,), shape_invariants=(shapes,))
+    if compact:
+        # Sentences cut by the buffer's end (never, when limits <= L).
+        loop = {
+            key: write_rows(loop["results"][key], loop["index"], loop[key])
+            for key in loop["results"]
+        }
+    ids = loop["tokens"][:, 1:]
     lengths = tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=1)
     result = {
         "ids": ids,
-        "scores": log_probs,
-        "log_probs": log_probs,
+        "scores": loop["log_probs"],
+        "log_probs": loop["log_probs"],
         "lengths": lengths,
     }
     if return_attention_scores:

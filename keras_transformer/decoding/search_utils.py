@@ -29,6 +29,9 @@ END_ID = 3
 EXTRA_LENGTH = 50
 """Output may be this many tokens longer than the input (paper, section 6.1)."""
 
+CACHE_BUCKET = 8
+"""Growth step of the self-attention cache when shapes may change."""
+
 NEG_INF = -1e9
 """Log-probability of impossible tokens and hypotheses (finite: no NaN)."""
 
@@ -185,69 +188,169 @@ class Stepper:
     decoded again and the logits at position `t` are read (fixed shapes, so
     this also compiles with XLA).
 
+    The state it threads through a search loop is a dict: `memory` `(N, S,
+    D)` and `source_mask` `(N, S)` (already tiled per beam) and, with the
+    cache, `cache` from `model.init_cache`.
+
+    With `compact=True` the search may drop rows (sentences that are done)
+    and the shapes of the state change in the loop (no XLA). The
+    self-attention cache then starts `CACHE_BUCKET` positions long and
+    grows by as many when a step needs a new slot, so each step's cache
+    writes, reads and reorders touch the positions decoded so far (rounded
+    up) instead of all `L`. That needs a model whose self-attention cache
+    tensors have the time axis second, `(N, L, ...)`, as `Transformer`'s
+    do. With `compact=False` the whole cache is allocated at once.
+
     Args:
         model: the model to decode with.
-        memory: `(N, S, D)` encoder output (already tiled per beam).
-        source_mask: `(N, S)`.
         buffer_length: `L`, number of output positions.
         use_cache: decode incrementally with the key/value cache.
+        compact: whether the state's shapes may change in the loop.
     """
 
     def __init__(
         self,
         model: Any,
-        memory: tf.Tensor,
-        source_mask: tf.Tensor,
         buffer_length: int | tf.Tensor,
         use_cache: bool,
+        compact: bool = False,
     ) -> None:
         self.model = model
-        self.memory = memory
-        self.source_mask = source_mask
         self.buffer_length = buffer_length
         self.use_cache = use_cache
+        self.compact = compact
+        self.bucket = CACHE_BUCKET if compact and use_cache else None
 
-    def initial_state(self) -> Any:
-        """The cache from `model.init_cache`, or `()` without cache."""
-        if not self.use_cache:
-            return ()
-        return self.model.init_cache(self.memory, self.buffer_length)
+    def initial_state(self, memory: tf.Tensor, source_mask: tf.Tensor) -> dict:
+        """`{"memory", "source_mask"}`, plus `"cache"` with the cache."""
+        state = {"memory": memory, "source_mask": source_mask}
+        if self.use_cache:
+            length = self.buffer_length
+            if self.bucket is not None:
+                length = tf.minimum(self.bucket, length)
+            state["cache"] = self.model.init_cache(memory, length)
+        return state
 
     def step(
-        self, tokens: tf.Tensor, t: tf.Tensor, state: Any
-    ) -> tuple[tf.Tensor, Any]:
+        self, tokens: tf.Tensor, t: tf.Tensor, state: dict
+    ) -> tuple[tf.Tensor, dict]:
         """Log-probabilities of the token after `tokens[:, t]`.
 
         Args:
             tokens: `int32` `(N, L + 1)`: start id, then the output so far.
             t: scalar `int32` step, `0 <= t < L`.
-            state: the cache (or `()`).
+            state: from `initial_state` or the previous step.
 
         Returns:
             `((N, V) float32 log-probabilities, new state)`.
         """
-        if self.use_cache:
-            current = tf.gather(tokens, t[None], axis=1)  # (N, 1)
-            logits, state = self.model.decode(
-                current, self.memory, self.source_mask, cache=state, cache_index=t
+        memory, source_mask = state["memory"], state["source_mask"]
+        if not self.use_cache:
+            prefix = tokens[:, : self.buffer_length]  # (N, L)
+            logits = self.model.decode(prefix, memory, source_mask)
+            return next_token_log_probs(tf.gather(logits, t, axis=1)), state
+        cache = state["cache"]
+        if self.bucket is not None:
+            cache = tf.cond(
+                t < _self_cache_length(cache),
+                lambda: cache,
+                lambda: _grow(cache, self.bucket),
             )
-            return next_token_log_probs(logits[:, 0]), state
-        prefix = tokens[:, : self.buffer_length]  # (N, L)
-        logits = self.model.decode(prefix, self.memory, self.source_mask)
-        return next_token_log_probs(tf.gather(logits, t, axis=1)), state
+        current = tf.gather(tokens, t[None], axis=1)  # (N, 1)
+        logits, cache = self.model.decode(
+            current, memory, source_mask, cache=cache, cache_index=t
+        )
+        return next_token_log_probs(logits[:, 0]), {**state, "cache": cache}
 
-    def reorder(self, state: Any, indices: tf.Tensor) -> Any:
-        """Rows `indices` of the self-attention caches (beam parents).
+    def select(
+        self, state: dict, rows: tf.Tensor, sentence_rows: tf.Tensor | None = None
+    ) -> dict:
+        """The state of rows `rows` (beam parents, surviving sentences).
 
-        Cross-attention caches are the same for all beams of a sentence and
-        beams never move between sentences, so they are left as they are.
+        The self-attention caches follow `rows`. The memory, its mask and
+        the cross-attention caches are the same for all beams of a
+        sentence and beams never move between sentences, so they change
+        only when sentences leave the batch: then `sentence_rows` lists the
+        rows that stay (`rows` are among them, reordered within each
+        sentence).
+
+        Args:
+            state: the state.
+            rows: `int32` `(N',)` row of each new row.
+            sentence_rows: `int32` `(N',)` rows that stay, in order, or
+                `None` when every row stays.
         """
+        if sentence_rows is not None:
+            state = {
+                **state,
+                "memory": tf.gather(state["memory"], sentence_rows),
+                "source_mask": tf.gather(state["source_mask"], sentence_rows),
+            }
         if not self.use_cache:
             return state
-        return [
-            (tf.nest.map_structure(lambda c: tf.gather(c, indices), self_cache), cross)
-            for self_cache, cross in state
-        ]
+        cache = []
+        for self_cache, cross_cache in state["cache"]:
+            if sentence_rows is not None:
+                cross_cache = _gather(cross_cache, sentence_rows)
+            cache.append((_gather(self_cache, rows), cross_cache))
+        return {**state, "cache": cache}
+
+    def shape_invariants(self, state: dict) -> dict:
+        """`state`'s shapes, unknown where they may change in the loop."""
+        shapes = tf.nest.map_structure(lambda x: x.shape, state)
+        if not self.compact:
+            return shapes
+        # Rows leave the batch; self-attention caches grow.
+        shapes = tf.nest.map_structure(lambda s: tf.TensorShape([None, *s[1:]]), shapes)
+        if self.use_cache:
+            shapes["cache"] = [
+                (tf.nest.map_structure(_unknown_length, s), c)
+                for s, c in shapes["cache"]
+            ]
+        return shapes
+
+
+def _gather(tensors: Any, rows: tf.Tensor) -> Any:
+    return tf.nest.map_structure(lambda x: tf.gather(x, rows), tensors)
+
+
+def _self_cache_length(cache: list) -> tf.Tensor:
+    if not cache:  # A model without layers has nothing to grow.
+        return tf.constant(2**30)
+    return tf.shape(tf.nest.flatten(cache[0][0])[0])[1]
+
+
+def _grow(cache: list, bucket: int) -> list:
+    """Every self-attention cache `bucket` positions longer (zeros)."""
+
+    def pad(x):
+        paddings = [[0, 0], [0, bucket]] + [[0, 0]] * (x.shape.rank - 2)
+        return tf.pad(x, paddings)
+
+    return [(tf.nest.map_structure(pad, s), c) for s, c in cache]
+
+
+def _unknown_length(shape: tf.TensorShape) -> tf.TensorShape:
+    return tf.TensorShape([shape[0], None, *shape[2:]])
+
+
+def compacted(tensors: Any, keep: tf.Tensor) -> Any:
+    """The rows of every tensor in `tensors` where `keep` `(B,)` is true."""
+    return tf.nest.map_structure(lambda x: tf.boolean_mask(x, keep), tensors)
+
+
+def write_rows(buffer: tf.Tensor, index: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
+    """`buffer[index] = rows`: results of sentences that leave the batch."""
+    return tf.tensor_scatter_nd_update(buffer, index[:, None], rows)
+
+
+def default_compact(compact: bool | None) -> bool:
+    """`compact`, or by default whether shapes may change here (not in XLA)."""
+    if compact is not None:
+        return compact
+    from keras_transformer.xla import in_xla_context
+
+    return not in_xla_context()
 
 
 def attention_of(

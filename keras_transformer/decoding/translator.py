@@ -17,6 +17,9 @@ from keras_transformer.decoding.search_utils import (
 )
 from keras_transformer.validation import check_positive_int
 
+BATCH_TOKENS = 2048
+"""Source tokens (padding included) per search batch, by default."""
+
 
 class Translator(tf.Module):
     """Translates a batch of sentences; export it with `tf.saved_model.save`.
@@ -87,10 +90,12 @@ class Translator(tf.Module):
         max_length: int | None = None,
         use_cache: bool = True,
         jit_compile: bool = False,
+        batch_tokens: int = BATCH_TOKENS,
         name: str | None = None,
     ) -> None:
         super().__init__(name=name)
         check_positive_int("beam_size", beam_size)
+        check_positive_int("batch_tokens", batch_tokens)
         for method in ("tokenize", "detokenize"):
             if not callable(getattr(tokenizer, method, None)):
                 raise TypeError(
@@ -110,6 +115,7 @@ class Translator(tf.Module):
         self.max_length = check_max_length(model, max_length)
         self.use_cache = use_cache
         self.jit_compile = jit_compile
+        self.batch_tokens = batch_tokens
         self._search = tf.function(self._search_ids, jit_compile=jit_compile)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
@@ -125,20 +131,35 @@ class Translator(tf.Module):
             lambda: tf.constant(False),
         )
         lengths = tf.minimum(lengths, limit)
-        tokens = tokens[:, :limit].to_tensor(default_value=PAD_ID)  # (B, T)
-        # (B, T + 1): tokens, end id, padding.
-        tokens = tf.pad(tokens, [[0, 0], [0, 1]])
-        end = tf.one_hot(lengths, tf.shape(tokens)[1], dtype=tf.int32) * END_ID
-        source_ids = tokens + end
-        # The layers cannot run on an empty batch: skip the search then.
-        ids = tf.cond(
-            tf.shape(source_ids)[0] > 0,
-            lambda: self._search(source_ids),
-            lambda: tf.zeros([0, 1], tf.int32),
+        # Shortest first, so each search batch holds sentences of about one
+        # length; empty sentences (first) translate to empty ones unsearched.
+        order = tf.argsort(lengths, stable=True)
+        tokens = tf.gather(tokens, order)
+        lengths = tf.gather(lengths, order)
+        count = tf.size(lengths)
+        empty = tf.reduce_sum(tf.cast(lengths == 0, tf.int32))
+        translations = tf.TensorArray(
+            tf.string, size=0, dynamic_size=True, infer_shape=False
         )
-        # An empty sentence translates to an empty one.
-        ids = tf.where(lengths[:, None] > 0, ids, tf.zeros_like(ids))
-        return self.tokenizer.detokenize(ids)
+        translations = translations.write(0, tf.fill([empty], ""))
+
+        def translate_batch(start, index, translations):
+            end = start + _batch_size(lengths[start:], self.batch_tokens)
+            batch = tokens[start:end, :limit].to_tensor(default_value=PAD_ID)
+            # (b, T + 1): tokens, end id, padding.
+            batch = tf.pad(batch, [[0, 0], [0, 1]])
+            ends = tf.one_hot(lengths[start:end], tf.shape(batch)[1], dtype=tf.int32)
+            ids = self._search(batch + ends * END_ID)
+            translations = translations.write(index, self.tokenizer.detokenize(ids))
+            return end, index + 1, translations
+
+        _, _, translations = tf.while_loop(
+            lambda start, index, translations: start < count,
+            translate_batch,
+            (empty, tf.constant(1), translations),
+        )
+        # Back to the input's order.
+        return tf.gather(translations.concat(), tf.math.invert_permutation(order))
 
     def _search_ids(self, source_ids: tf.Tensor) -> tf.Tensor:
         if self.beam_size == 1:
@@ -158,6 +179,17 @@ class Translator(tf.Module):
                 use_cache=self.use_cache,
             )
         return result["ids"]
+
+
+def _batch_size(lengths: tf.Tensor, batch_tokens: int) -> tf.Tensor:
+    """How many of `lengths` (ascending) fit in one batch of `batch_tokens`.
+
+    A batch of `b` sentences is `b * (longest + 1)` source tokens (the end
+    id included); at least one sentence goes in, however long.
+    """
+    sizes = tf.range(1, tf.size(lengths) + 1)
+    fits = sizes * (lengths + 1) <= batch_tokens  # true, then false: ascending
+    return tf.maximum(1, tf.reduce_sum(tf.cast(fits, tf.int32)))
 
 
 def _warn_truncated(count: tf.Tensor, limit: int) -> tf.Tensor:

@@ -102,9 +102,54 @@ def random_sources(vocab_size=24, lengths=(5, 2, 7), seed=0):
     return tf.constant(ids)
 
 
+def copy_batches(steps, batch_size=64, vocab_size=24, longest=9, seed=0):
+    """`((source, target_in), target_out)` batches of a copy task.
+
+    Sources are 1 to `longest` random ids `>= 4`; the target is the source.
+    """
+    rng = np.random.default_rng(seed)
+    width = longest + 2
+    for _ in range(steps):
+        source = np.zeros((batch_size, width), np.int32)
+        target_in = np.zeros_like(source)
+        target_out = np.zeros_like(source)
+        for row, n in enumerate(rng.integers(1, longest + 1, batch_size)):
+            ids = rng.integers(4, vocab_size, n)
+            source[row, : n + 1] = target_out[row, : n + 1] = [*ids, 3]
+            target_in[row, : n + 1] = [2, *ids]
+        yield (source, target_in), target_out
+
+
 @pytest.fixture(scope="package")
 def model():
     return tiny_transformer()
+
+
+@pytest.fixture(scope="package")
+def copy_model():
+    """A tiny Transformer trained to copy its source: it ends its outputs
+    after about as many tokens as the source has, so sentences of a batch
+    finish at different steps (what compaction is about)."""
+    model = tiny_transformer()
+    model.compile(
+        optimizer=keras.optimizers.Adam(3e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, ignore_class=0
+        ),
+    )
+    batches = list(copy_batches(150))
+    source, target_in, target_out = (
+        np.concatenate(parts)
+        for parts in zip(*[(s, t, o) for (s, t), o in batches], strict=True)
+    )
+    model.fit((source, target_in), target_out, batch_size=64, shuffle=False, verbose=0)
+    return model
+
+
+@pytest.fixture(scope="package")
+def mixed_sources():
+    """Twelve sources of 1 to 9 tokens (int32, 0-padded, ending with 3)."""
+    return random_sources(lengths=(4, 1, 9, 2, 7, 3, 5, 8, 1, 6, 2, 9), seed=3)
 
 
 @pytest.fixture(scope="package")

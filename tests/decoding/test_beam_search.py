@@ -164,3 +164,35 @@ def test_output_is_zero_padded_after_end(model, sources):
 def test_bad_arguments(bigram, kwargs, error):
     with pytest.raises(error, match=next(iter(kwargs))):
         beam_search(bigram(SHORT_OR_LONG, 8), tf.constant([[3]]), **kwargs)
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_compaction_changes_no_output(copy_model, mixed_sources, graph):
+    # Sentences leave the running batch as they finish (compact=True, the
+    # default outside XLA), with a cache that grows as needed: the same
+    # hypotheses as the fixed-shape search, cached and uncached.
+    def search(compact, use_cache):
+        run = lambda ids: beam_search(  # noqa: E731
+            copy_model, ids, beam_size=3, compact=compact, use_cache=use_cache
+        )
+        return (tf.function(run) if graph else run)(mixed_sources)
+
+    fast = search(True, True)
+    assert len(set(fast["lengths"].numpy())) >= 5  # they finish at many steps
+    for compact, use_cache in [(False, True), (False, False), (True, False)]:
+        plain = search(compact, use_cache)
+        for key in ("ids", "lengths"):
+            np.testing.assert_array_equal(fast[key], plain[key])
+        for key in ("scores", "log_probs"):
+            np.testing.assert_allclose(fast[key], plain[key], atol=1e-5)
+
+
+def test_a_sentence_alone_decodes_as_in_a_batch(copy_model, mixed_sources):
+    batch = beam_search(copy_model, mixed_sources, beam_size=3)
+    for row in (0, 2, 8):
+        source = mixed_sources[row : row + 1]
+        width = int(tf.reduce_sum(tf.cast(source != 0, tf.int32)))
+        alone = beam_search(copy_model, source[:, :width], beam_size=3)
+        n = int(alone["lengths"][0])
+        assert n == int(batch["lengths"][row])
+        np.testing.assert_array_equal(alone["ids"][0, :n], batch["ids"][row, :n])

@@ -120,3 +120,19 @@ def test_bad_max_length(bigram, max_length):
     model = bigram({2: {3: 1.0}}, 6, max_length=64)
     with pytest.raises((TypeError, ValueError), match="max_length"):
         greedy_search(model, np.array([[3]]), max_length=max_length)
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_compaction_changes_no_output(copy_model, mixed_sources, graph):
+    def search(compact, use_cache):
+        run = lambda ids: greedy_search(  # noqa: E731
+            copy_model, ids, compact=compact, use_cache=use_cache
+        )
+        return (tf.function(run) if graph else run)(mixed_sources)
+
+    fast = search(True, True)
+    assert len(set(fast["lengths"].numpy())) >= 5  # they finish at many steps
+    for compact, use_cache in [(False, True), (False, False), (True, False)]:
+        plain = search(compact, use_cache)
+        np.testing.assert_array_equal(fast["ids"], plain["ids"])
+        np.testing.assert_allclose(fast["scores"], plain["scores"], atol=1e-5)

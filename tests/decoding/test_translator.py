@@ -68,6 +68,42 @@ def test_long_input_is_truncated_with_a_warning(
     assert "truncated" not in capfd.readouterr().err
 
 
+MIXED = [
+    "w3 w9 w4 w1",
+    "",
+    "w17",
+    "w0 w1 w2 w3 w4 w5 w6 w7 w8",
+    "w12 w5",
+    "w2 w2 w2 w2 w2 w2 w2",
+    "   ",
+    "w19 w18 w17 w16 w15",
+    "w8",
+    "w6 w7 w8 w9 w10 w11",
+]
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_sorting_and_batching_change_no_output(copy_model, word_tokenizer, beam_size):
+    # The translator sorts sentences by length, batches them by tokens and
+    # restores the input order: the same as the plain (fixed-shape) search
+    # of the unsorted batch, and as each sentence translated alone.
+    tokenizer = word_tokenizer(WORDS)
+    search = greedy_search if beam_size == 1 else beam_search
+    kwargs = {} if beam_size == 1 else {"beam_size": beam_size}
+    words = [s for s in MIXED if s.strip()]
+    ids = search(copy_model, source_ids(words), compact=False, **kwargs)["ids"]
+    plain = iter(tokenizer.detokenize(ids).numpy().tolist())
+    expected = [next(plain) if s.strip() else b"" for s in MIXED]
+    assert len(set(expected)) == len(expected) - 1  # copies: all differ but ""
+    for batch_tokens in (1, 12, 10_000):  # a batch per sentence .. one batch
+        translator = Translator(
+            tokenizer, copy_model, beam_size=beam_size, batch_tokens=batch_tokens
+        )
+        assert translator(tf.constant(MIXED)).numpy().tolist() == expected
+    alone = [translator(tf.constant([s])).numpy()[0] for s in MIXED]
+    assert alone == expected
+
+
 @pytest.mark.parametrize("bad", [tf.constant([1, 2]), [1, 2], tf.constant([["a"]])])
 def test_wrong_input_type_names_the_argument(bigram, word_tokenizer, bad):
     translator = Translator(word_tokenizer(WORDS), bigram(HELLO_WORLD, 24))
@@ -82,6 +118,8 @@ def test_bad_construction(bigram, word_tokenizer):
         Translator(word_tokenizer(WORDS), bigram(HELLO_WORLD, 24), beam_size=0)
     with pytest.raises(ValueError, match="max_length"):
         Translator(word_tokenizer(WORDS), bigram(HELLO_WORLD, 24), max_length=65)
+    with pytest.raises(ValueError, match="batch_tokens"):
+        Translator(word_tokenizer(WORDS), bigram(HELLO_WORLD, 24), batch_tokens=0)
 
 
 @pytest.mark.slow
