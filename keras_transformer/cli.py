@@ -96,10 +96,18 @@ def main(argv: list[str] | None = None) -> int:
         build_parser().print_help()
         return 2
     _quiet_tensorflow(args.verbose)
-    # Imported late: TensorFlow's start-up logging is silenced first.
-    from keras_transformer import pipeline
-
     try:
+        if args.command == "translate":
+            # Imported late: TensorFlow's start-up logging is silenced first,
+            # and translating needs no Keras when the model was exported.
+            from keras_transformer.jobs.translate import translate_files
+
+            translate_files(
+                args.model, args.files, beam_size=args.beam, alpha=args.alpha
+            )
+            return 0
+        from keras_transformer import pipeline
+
         if args.command == "demo":
             _print_demo(
                 pipeline.run_demo(
@@ -127,15 +135,6 @@ def main(argv: list[str] | None = None) -> int:
                 batch_size=args.batch_size,
             )
             print(json.dumps(scores, indent=2))
-        elif args.command == "translate":
-            translator = pipeline.make_translator(
-                args.model, beam_size=args.beam, alpha=args.alpha
-            )
-            lines = _read_inputs(args.files)
-            for line in pipeline.translate_sentences(
-                translator, lines, batch_size=args.batch_size
-            ):
-                print(line)
         elif args.command == "export":
             path = pipeline.export_translator(
                 args.model, args.out, beam_size=args.beam, alpha=args.alpha
@@ -189,18 +188,6 @@ def _print_demo(result: dict, output_dir: str) -> None:
         f"t = tf.saved_model.load('{output_dir}/translator'); "
         "print(t(tf.constant(['three days ago'])))\""
     )
-
-
-def _read_inputs(files: list[str]) -> list[str]:
-    if not files:
-        return [line.rstrip("\n") for line in sys.stdin]
-    lines = []
-    for path in files:
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"Input file not found: {path}")
-        with open(path, encoding="utf-8") as f:
-            lines.extend(line.rstrip("\n") for line in f)
-    return lines
 
 
 def _quiet_tensorflow(verbose: bool) -> None:

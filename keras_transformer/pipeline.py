@@ -184,6 +184,9 @@ def train_from_config(config: Config, verbose: int | str = "auto") -> dict:
 def load_trained(model_dir: str | os.PathLike):
     """The `(model, tokenizer)` saved in `model_dir` by `train_from_config`.
 
+    The model is loaded for inference: without its optimizer (whose state
+    would otherwise be exported with a translator, twice the weights).
+
     Raises:
         FileNotFoundError: the directory, its model or its tokenizer is missing.
         ValueError: the model file cannot be read (e.g. a corrupt file).
@@ -201,7 +204,7 @@ def load_trained(model_dir: str | os.PathLike):
             "cannot be used without the vocabulary it was trained with."
         )
     try:
-        model = keras.models.load_model(model_path)
+        model = keras.models.load_model(model_path, compile=False)
     except Exception as error:  # noqa: BLE001 - re-raised with the file named
         raise ValueError(
             f"Cannot load {model_path}: it looks corrupt ({error})"
@@ -232,18 +235,17 @@ def train_command(
     if steps:
         config.training.steps = steps
     summary = train_from_config(config)
+    model, tokenizer = load_trained(config.output_dir)
+    e = config.evaluation
+    translator = Translator(tokenizer, model, beam_size=e.beam_size, alpha=e.alpha)
     test = load_splits(config)["test"] if evaluate else None
     if test is not None:
-        model, tokenizer = load_trained(config.output_dir)
         sources, references = _pairs(test)
-        e = config.evaluation
-        hypotheses = translate_sentences(
-            Translator(tokenizer, model, beam_size=e.beam_size, alpha=e.alpha),
-            sources,
-            batch_size=e.batch_size,
-        )
+        hypotheses = translate_sentences(translator, sources, batch_size=e.batch_size)
         summary["test"] = score_translations(hypotheses, references)
         _write_summary(Path(config.output_dir), {"test": summary["test"]})
+    # `translate` loads this instead of tracing the search anew.
+    tf.saved_model.save(translator, str(Path(config.output_dir) / TRANSLATOR_DIR))
     return summary
 
 

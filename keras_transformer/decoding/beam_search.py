@@ -20,6 +20,8 @@ from keras_transformer.decoding.search_utils import (
     ensure_built,
     keep_shapes,
     output_limits,
+    rows_where,
+    top_next_tokens,
     write_column,
     write_rows,
 )
@@ -158,17 +160,20 @@ def beam_search(
         b = tf.shape(alive_log_probs)[0]  # sentences still decoding
         with tf.name_scope("decoder"):
             flat_seq = tf.reshape(alive_seq, [b * k, width])
-            step_log_probs, state = stepper.step(flat_seq, t, loop["state"])
+            logits, state = stepper.step(flat_seq, t, loop["state"])
         with tf.name_scope("select"):
-            vocab_size = tf.shape(step_log_probs)[-1]
-            # (b, k * V): log P of every one-token extension of every beam.
-            candidates = alive_log_probs[:, :, None] + tf.reshape(
-                step_log_probs, [b, k, vocab_size]
-            )
-            candidates = tf.reshape(candidates, [b, k * vocab_size])
+            # Each beam's best 2k extensions, then the sentence's best 2k
+            # of those (the same 2k as among all k * V, ties included).
+            beam_top, beam_ids = top_next_tokens(logits, 2 * k)  # (b * k, n)
+            n = tf.shape(beam_top)[-1]  # 2k, or V if smaller
+            # (b, k * n): log P of those extensions.
+            candidates = alive_log_probs[:, :, None] + tf.reshape(beam_top, [b, k, n])
+            candidates = tf.reshape(candidates, [b, k * n])
             top_log_probs, top_index = tf.math.top_k(candidates, 2 * k)  # (b, 2k)
-            parents = top_index // vocab_size
-            next_ids = top_index % vocab_size
+            parents = top_index // n
+            next_ids = tf.gather(
+                tf.reshape(beam_ids, [b, k * n]), top_index, batch_dims=1
+            )
             top_seq = tf.gather(alive_seq, parents, batch_dims=1)  # (b, 2k, L + 1)
             top_seq = write_column(top_seq, t + 1, next_ids)
             is_end = next_ids == END_ID
@@ -236,22 +241,22 @@ def beam_search(
         with tf.name_scope("compact"):
             # Sentences that are done leave the batch: their best hypothesis
             # goes to the results, the others' rows move up.
-            leaving = tf.boolean_mask(new["index"], next_done)
+            done_rows = rows_where(next_done)
             best = {key: new_finished[key][:, 0] for key in new["results"]}
             new["results"] = {
                 key: write_rows(
-                    new["results"][key], leaving, tf.boolean_mask(best[key], next_done)
+                    new["results"][key],
+                    tf.gather(new["index"], done_rows),
+                    tf.gather(best[key], done_rows),
                 )
                 for key in best
             }
-            keep = tf.logical_not(next_done)
-            stays = tf.reduce_all(keep)
+            kept = rows_where(tf.logical_not(next_done))
+            stays = tf.size(done_rows) == 0
             per_sentence = [key for key in new if key not in ("t", "state", "results")]
-            new.update(compacted({key: new[key] for key in per_sentence}, keep))
-            kept_rows = tf.reshape(tf.boolean_mask(rows, keep), [-1])
-            sentence_rows = tf.reshape(
-                tf.boolean_mask(tf.reshape(tf.range(b * k), [b, k]), keep), [-1]
-            )
+            new.update(compacted({key: new[key] for key in per_sentence}, kept))
+            kept_rows = tf.reshape(tf.gather(rows, kept), [-1])
+            sentence_rows = tf.reshape(kept[:, None] * k + tf.range(k), [-1])
             new["state"] = tf.cond(
                 stays,
                 lambda: stepper.select(state, kept_rows),

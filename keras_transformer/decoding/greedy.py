@@ -19,6 +19,8 @@ from keras_transformer.decoding.search_utils import (
     ensure_built,
     keep_shapes,
     output_limits,
+    rows_where,
+    top_next_tokens,
     write_column,
     write_rows,
 )
@@ -100,10 +102,10 @@ def greedy_search(
     def step(loop):
         t, done = loop["t"], loop["done"]
         with tf.name_scope("decoder"):
-            step_log_probs, state = stepper.step(loop["tokens"], t, loop["state"])
+            logits, state = stepper.step(loop["tokens"], t, loop["state"])
         with tf.name_scope("select"):
-            next_ids = tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)
-            next_log_probs = tf.reduce_max(step_log_probs, axis=-1)
+            next_log_probs, next_ids = top_next_tokens(logits, 1)
+            next_log_probs, next_ids = next_log_probs[:, 0], next_ids[:, 0]
             next_ids = tf.where(done, PAD_ID, next_ids)
             new = {
                 **loop,
@@ -117,21 +119,22 @@ def greedy_search(
             return (keep_shapes(new, loop),)
         with tf.name_scope("compact"):
             # Sentences that are done leave the batch for the results.
-            leaving = tf.boolean_mask(new["index"], new["done"])
+            done_rows = rows_where(new["done"])
             new["results"] = {
                 key: write_rows(
-                    new["results"][key], leaving, tf.boolean_mask(new[key], new["done"])
+                    new["results"][key],
+                    tf.gather(new["index"], done_rows),
+                    tf.gather(new[key], done_rows),
                 )
                 for key in new["results"]
             }
-            keep = tf.logical_not(new["done"])
+            kept = rows_where(tf.logical_not(new["done"]))
             per_sentence = ("tokens", "log_probs", "done", "limits", "index")
-            new.update(compacted({key: new[key] for key in per_sentence}, keep))
-            rows = tf.cast(tf.where(keep)[:, 0], tf.int32)
+            new.update(compacted({key: new[key] for key in per_sentence}, kept))
             new["state"] = tf.cond(
-                tf.reduce_all(keep),
+                tf.size(done_rows) == 0,
                 lambda: state,
-                lambda: stepper.select(state, rows, rows),
+                lambda: stepper.select(state, kept, kept),
             )
         return (new,)
 

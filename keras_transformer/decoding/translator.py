@@ -17,7 +17,7 @@ from keras_transformer.decoding.search_utils import (
 )
 from keras_transformer.validation import check_positive_int
 
-BATCH_TOKENS = 2048
+BATCH_TOKENS = 4096
 """Source tokens (padding included) per search batch, by default."""
 
 
@@ -108,28 +108,64 @@ class Translator(tf.Module):
                 f"Received: {type(model).__name__}"
             )
         ensure_built(model)
-        self.tokenizer = tokenizer
-        self.model = model
+        # A SavedModel of the translator needs the model's weights, and the
+        # functions that `translate` calls; not the model's and tokenizer's
+        # other traced functions (a Keras model adds its own traced call, the
+        # tokenizer one per id type), which would make it slower to load.
+        self._tokenizer = _Untracked(tokenizer)
+        self._model = _Untracked(model)
+        self._weights = [getattr(v, "value", v) for v in _variables(model)]
         self.beam_size = beam_size
         self.alpha = float(alpha)
         self.max_length = check_max_length(model, max_length)
         self.use_cache = use_cache
         self.jit_compile = jit_compile
         self.batch_tokens = batch_tokens
-        self._search = tf.function(self._search_ids, jit_compile=jit_compile)
+        # Not an attribute tf.Module tracks: saved as a child, it would be
+        # traced again and exported twice.
+        self._search = _Untracked(
+            tf.function(self._search_ids, jit_compile=jit_compile)
+        )
+        # The signature of `tf.saved_model.save(translator, path)`.
+        self._default_save_signature = self.__call__
+
+    @property
+    def model(self) -> Any:
+        """The model that translates."""
+        return self._model.value
+
+    @property
+    def tokenizer(self) -> Any:
+        """The tokenizer of the sources and translations."""
+        return self._tokenizer.value
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
     def __call__(self, sentences: tf.Tensor) -> tf.Tensor:
-        tokens = tf.cast(self.tokenizer.tokenize(sentences), tf.int32)
+        out = self.translate(sentences)
+        too_long = tf.reduce_sum(tf.cast(out["truncated"], tf.int32))
+        tf.cond(
+            too_long > 0,
+            lambda: _warn_truncated(too_long, self.model.max_length - 1),
+            lambda: tf.constant(False),
+        )
+        return out["translations"]
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    def translate(self, sentences: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Translations, and which sentences were truncated; prints nothing.
+
+        Args:
+            sentences: `(B,)` `tf.string`.
+
+        Returns:
+            `{"translations": (B,) tf.string, "truncated": (B,) tf.bool}`.
+        """
+        with tf.name_scope("tokenize"):
+            tokens = tf.cast(self.tokenizer.tokenize(sentences), tf.int32)
         lengths = tf.cast(tokens.row_lengths(), tf.int32)  # (B,)
         # Room for the end id within the model's positional table.
         limit = self.model.max_length - 1
-        too_long = tf.reduce_sum(tf.cast(lengths > limit, tf.int32))
-        tf.cond(
-            too_long > 0,
-            lambda: _warn_truncated(too_long, limit),
-            lambda: tf.constant(False),
-        )
+        truncated = lengths > limit
         lengths = tf.minimum(lengths, limit)
         # Shortest first, so each search batch holds sentences of about one
         # length; empty sentences (first) translate to empty ones unsearched.
@@ -149,8 +185,10 @@ class Translator(tf.Module):
             # (b, T + 1): tokens, end id, padding.
             batch = tf.pad(batch, [[0, 0], [0, 1]])
             ends = tf.one_hot(lengths[start:end], tf.shape(batch)[1], dtype=tf.int32)
-            ids = self._search(batch + ends * END_ID)
-            translations = translations.write(index, self.tokenizer.detokenize(ids))
+            ids = self._search.value(batch + ends * END_ID)
+            with tf.name_scope("detokenize"):
+                text = self.tokenizer.detokenize(ids)
+            translations = translations.write(index, text)
             return end, index + 1, translations
 
         _, _, translations = tf.while_loop(
@@ -159,7 +197,30 @@ class Translator(tf.Module):
             (empty, tf.constant(1), translations),
         )
         # Back to the input's order.
-        return tf.gather(translations.concat(), tf.math.invert_permutation(order))
+        translations = tf.gather(
+            translations.concat(), tf.math.invert_permutation(order)
+        )
+        return {"translations": translations, "truncated": truncated}
+
+    @tf.function(input_signature=[])
+    def settings(self) -> dict[str, tf.Tensor]:
+        """The search settings, also readable from a loaded SavedModel.
+
+        Returns:
+            `{"beam_size", "alpha", "max_length" (0: the default),
+            "batch_tokens", "source_limit" (longest source kept, in
+            tokens), "version" (of keras_transformer)}` as scalar tensors.
+        """
+        from keras_transformer import __version__
+
+        return {
+            "beam_size": tf.constant(self.beam_size),
+            "alpha": tf.constant(self.alpha),
+            "max_length": tf.constant(self.max_length or 0),
+            "batch_tokens": tf.constant(self.batch_tokens),
+            "source_limit": tf.constant(self.model.max_length - 1),
+            "version": tf.constant(__version__),
+        }
 
     def _search_ids(self, source_ids: tf.Tensor) -> tf.Tensor:
         if self.beam_size == 1:
@@ -179,6 +240,19 @@ class Translator(tf.Module):
                 use_cache=self.use_cache,
             )
         return result["ids"]
+
+
+class _Untracked:
+    """Holds an object where `tf.Module` does not track it for saving."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _variables(model: Any) -> list:
+    if hasattr(model, "variables"):
+        return list(model.variables)
+    return list(getattr(model, "trainable_variables", []))
 
 
 def _batch_size(lengths: tf.Tensor, batch_tokens: int) -> tf.Tensor:

@@ -41,7 +41,7 @@ class DecoderLayer(keras.layers.Layer):
         memory_mask: `(B, S)` source padding mask; defaults to `memory`'s
             Keras mask.
         cache: `(self_cache, cross_cache)`, each a `(keys, values)` pair of
-            `(B, L, H, K)` tensors, or `None`.
+            `(B, H, L, K)` tensors, or `None`.
         cache_index: position of `x[:, 0]` when decoding with `cache`.
         training: whether dropout is active.
         return_attention_scores: also return the self `(B, H, T, T)` and
@@ -152,7 +152,7 @@ class DecoderLayer(keras.layers.Layer):
         else:
             # Attend to cached slots 0 .. cache_index + t only.
             allowed = causal_mask(
-                ops.shape(x)[1], ops.shape(self_cache[0])[1], query_offset=cache_index
+                ops.shape(x)[1], ops.shape(self_cache[0])[2], query_offset=cache_index
             )
             self_out = self.self_attention(
                 x,

@@ -7,7 +7,7 @@ from keras import ops
 
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.masking import causal_mask, merge_masks
-from keras_transformer.layers.residual import dense
+from keras_transformer.layers.residual import dense, leading_shape
 from keras_transformer.layers.scaled_dot_product_attention import (
     check_broadcastable,
     scaled_dot_product_attention,
@@ -47,7 +47,8 @@ class MultiHeadAttention(keras.layers.Layer):
         use_causal_mask: also forbid attending to later positions.
         return_attention_scores: also return the `(B, H, T, S)` weights.
         training: whether dropout is active.
-        cache: `(keys, values)`, each `(B, L, H, K)`, of earlier positions.
+        cache: `(keys, values)`, each `(B, H, L, K)` (heads first, the
+            layout attention reads), of earlier positions.
             With `cache_update_index`, this call's keys and values are written
             into the cache at that index and attention reads the whole cache
             (mask unwritten slots with `attention_mask`). Without it the cache
@@ -158,19 +159,21 @@ class MultiHeadAttention(keras.layers.Layer):
         cache_update_index=None,
     ):
         key_mask = value_mask if key_mask is None else key_mask
-        # Project: (B, T, D) -> (B, T, H, K); keys/values (B, S, H, K).
+        # Project: (B, T, D) -> (B, T, H, K); keys/values (B, S, H, K), or
+        # heads first (B, H, S, K) from and into a cache.
         if cache is not None and cache_update_index is None:
             q = self._project(query, self.query_kernel, self.query_bias)
             k, v = cache  # Precomputed memory (cross-attention).
         else:
             q, k, v = self._project_qkv(query, key, value)
             if cache is not None:
-                k = _write(cache[0], k, cache_update_index)
-                v = _write(cache[1], v, cache_update_index)
+                k = _write(cache[0], heads_first(k), cache_update_index)
+                v = _write(cache[1], heads_first(v), cache_update_index)
                 key_mask = None  # Cached slots are masked by `attention_mask`.
+        key_length = ops.shape(k)[1 if cache is None else 2]
         if use_causal_mask:
             offset = 0 if cache_update_index is None else cache_update_index
-            causal = causal_mask(ops.shape(q)[1], ops.shape(k)[1], offset)
+            causal = causal_mask(ops.shape(q)[1], key_length, offset)
             attention_mask = merge_masks(attention_mask=attention_mask, key_mask=None)
             attention_mask = (
                 causal
@@ -181,7 +184,7 @@ class MultiHeadAttention(keras.layers.Layer):
             check_broadcastable(
                 "attention_mask",
                 tuple(attention_mask.shape),
-                (q.shape[0], q.shape[1], k.shape[1]),
+                (q.shape[0], q.shape[1], k.shape[1 if cache is None else 2]),
             )
         mask = merge_masks(query_mask, key_mask, attention_mask)
         if mask is not None:
@@ -195,7 +198,9 @@ class MultiHeadAttention(keras.layers.Layer):
             # compiles per shape. Decoding keeps the plain ops.
             output, scores = _compiled_attend(q, k, v, mask)
         else:
-            output, scores = _attend(
+            if cache is None:
+                k, v = heads_first(k), heads_first(v)
+            output, scores = _attend_heads(
                 q,
                 k,
                 v,
@@ -219,23 +224,23 @@ class MultiHeadAttention(keras.layers.Layer):
             key: `(B, S, D)`; defaults to `value`.
 
         Returns:
-            `(keys, values)`, each `(B, S, H, K)`, to pass as `cache`.
+            `(keys, values)`, each `(B, H, S, K)`, to pass as `cache`.
         """
         if key is None:
-            return _dense_split(
+            k, v = _dense_split(
                 value,
                 (self.key_kernel, self.value_kernel),
                 (self.key_bias, self.value_bias),
             )
-        return (
-            self._project(key, self.key_kernel, self.key_bias),
-            self._project(value, self.value_kernel, self.value_bias),
-        )
+        else:
+            k = self._project(key, self.key_kernel, self.key_bias)
+            v = self._project(value, self.value_kernel, self.value_bias)
+        return heads_first(k), heads_first(v)
 
     def empty_cache(self, batch_size, max_length):
-        """Zero `(keys, values)` of `max_length` slots for self-attention."""
-        k_shape = (batch_size, max_length, self.num_heads, self._key_dim)
-        v_shape = (batch_size, max_length, self.num_heads, self._value_dim)
+        """Zero `(keys, values)`, `(B, H, max_length, K)`, for self-attention."""
+        k_shape = (batch_size, self.num_heads, max_length, self._key_dim)
+        v_shape = (batch_size, self.num_heads, max_length, self._value_dim)
         return (
             ops.zeros(k_shape, self.compute_dtype),
             ops.zeros(v_shape, self.compute_dtype),
@@ -299,24 +304,35 @@ class MultiHeadAttention(keras.layers.Layer):
 
 def _attend(q, k, v, mask, dropout=None):
     """Attention of each head: `(B, T, H, K)` queries -> `(B, T, H, V)`."""
-    # Heads first: (B, H, T, K) x (B, H, S, K) -> (B, H, T, S)
+    return _attend_heads(q, heads_first(k), heads_first(v), mask, dropout)
+
+
+def _attend_heads(q, k, v, mask, dropout=None):
+    """`(B, T, H, K)` queries, heads-first `(B, H, S, K)` keys and values."""
+    # (B, H, T, K) x (B, H, S, K) -> (B, H, T, S)
     output, scores = scaled_dot_product_attention(
-        ops.transpose(q, (0, 2, 1, 3)),
-        ops.transpose(k, (0, 2, 1, 3)),
-        ops.transpose(v, (0, 2, 1, 3)),
-        mask=mask,
-        dropout=dropout,
+        heads_first(q), k, v, mask=mask, dropout=dropout
     )
-    return ops.transpose(output, (0, 2, 1, 3)), scores
+    return heads_first(output), scores  # (B, T, H, V)
+
+
+def heads_first(x):
+    """`(B, T, H, K)` <-> `(B, H, T, K)`."""
+    return ops.transpose(x, (0, 2, 1, 3))
 
 
 _compiled_attend = xla_compiled(_attend)
 
 
 def _write(cache, update, index):
-    """Writes `update` (B, t, H, K) into `cache` (B, L, H, K) at `index`."""
-    start = [0, index, 0, 0]
-    return ops.slice_update(cache, start, update)
+    """Writes `update` (B, H, t, K) into `cache` (B, H, L, K) at `index`."""
+    if update.shape[2] == 1:
+        # One position, as in decoding: an elementwise select. TensorFlow
+        # runs `slice_update` outside XLA by compiling it with XLA for each
+        # new shape, which took more time than the decoding itself.
+        at_index = ops.arange(ops.shape(cache)[2])[:, None] == index  # (L, 1)
+        return ops.where(at_index, update, cache)
+    return ops.slice_update(cache, [0, 0, index, 0], update)
 
 
 def _dense_split(x, kernels, biases):
@@ -327,7 +343,7 @@ def _dense_split(x, kernels, biases):
     bias = None
     if biases[0] is not None:
         bias = ops.concatenate([ops.reshape(b, (-1,)) for b in biases], axis=-1)
-    lead = ops.shape(x)[:-1]
+    lead = leading_shape(x, len(x.shape) - 1)
     y = ops.matmul(ops.reshape(x, (-1, d)), kernel)
     if bias is not None:
         y = y + bias

@@ -225,7 +225,7 @@ def test_self_attention_cache_equals_full_causal_pass(step, causal_flag):
     x = random(B, length, D)
     full = np.asarray(layer(x, x, use_causal_mask=True))
     cache = layer.empty_cache(B, length)
-    assert tuple(cache[0].shape) == (B, length, H, D // H)
+    assert tuple(cache[0].shape) == (B, H, length, D // H)
     pieces = []
     for t in range(0, length, step):
         chunk = x[:, t : t + step]

@@ -1,0 +1,1 @@
+"""The jobs behind the `keras-transformer` command, one module each."""

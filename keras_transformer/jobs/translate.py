@@ -1,0 +1,213 @@
+"""`keras-transformer translate`: lines in, translations out, streamed.
+
+The input is read in chunks, so a file of any size is translated in
+constant memory and the first translations are written before the input
+ends. Each input line gives exactly one output line, in input order: an
+empty line gives an empty line, a line of more tokens than the model takes
+is translated truncated (with a warning naming it), and bytes that are not
+UTF-8 are replaced (with a warning naming the line).
+
+The translator is the SavedModel that `train`, `demo` and `export` leave
+in the model directory (`translator/`) when it was exported with the same
+search settings by this version of the library: loading it traces nothing,
+so a one-line call starts in seconds. Otherwise it is built from
+`model.keras` and the tokenizer.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import IO
+
+import tensorflow as tf
+
+from keras_transformer import __version__
+
+logger = logging.getLogger(__name__)
+
+TRANSLATOR_DIR = "translator"
+CHUNK_LINES = 500
+"""Lines per translator call when reading a file or pipe."""
+
+
+def load_translator(
+    model_dir: str | Path, beam_size: int = 4, alpha: float = 0.6
+) -> Callable[[list[str]], dict]:
+    """The translator of the model in `model_dir`, fastest to start first.
+
+    Args:
+        model_dir: a directory written by `keras-transformer train`.
+        beam_size: beam size (1 = greedy).
+        alpha: length penalty.
+
+    Returns:
+        A function `sentences -> {"translations": [str], "truncated":
+        [bool], "source_limit": int}`.
+    """
+    saved = _saved_translator(Path(model_dir) / TRANSLATOR_DIR, beam_size, alpha)
+    if saved is None:
+        from keras_transformer.decoding import Translator
+        from keras_transformer.pipeline import load_trained
+
+        model, tokenizer = load_trained(model_dir)
+        saved = Translator(tokenizer, model, beam_size=beam_size, alpha=alpha)
+    limit = int(saved.settings()["source_limit"])
+
+    def translate(sentences: list[str]) -> dict:
+        out = saved.translate(tf.constant(sentences, dtype=tf.string))
+        return {
+            "translations": [t.decode("utf-8") for t in out["translations"].numpy()],
+            "truncated": out["truncated"].numpy().tolist(),
+            "source_limit": limit,
+        }
+
+    return translate
+
+
+def _saved_translator(path: Path, beam_size: int, alpha: float):
+    """The exported translator at `path` if it has these settings, else None."""
+    if not (path / "saved_model.pb").is_file():
+        return None
+    import tensorflow_text  # noqa: F401 (registers the SentencePiece ops)
+
+    try:
+        translator = tf.saved_model.load(str(path))
+        settings = {k: v.numpy() for k, v in translator.settings().items()}
+    except (AttributeError, OSError, ValueError, tf.errors.OpError) as error:
+        logger.info("Not using %s: %s", path, error)
+        return None
+    wanted = {
+        "beam_size": beam_size,
+        "alpha": float(alpha),
+        "max_length": 0,
+        "version": __version__,
+    }
+    found = {
+        "beam_size": int(settings["beam_size"]),
+        "alpha": float(settings["alpha"]),
+        "max_length": int(settings["max_length"]),
+        "version": settings["version"].decode(),
+    }
+    if any(
+        abs(found[key] - value) > 1e-6 if key == "alpha" else found[key] != value
+        for key, value in wanted.items()
+    ):
+        logger.info("Not using %s: exported with %s, asked for %s", path, found, wanted)
+        return None
+    return translator
+
+
+def read_lines(stream: IO[bytes], name: str) -> Iterator[str]:
+    """Lines of a binary stream without their line ends, as `str`.
+
+    Bytes that are not UTF-8 are replaced by U+FFFD, with a warning that
+    names the line.
+    """
+    for number, raw in enumerate(stream, start=1):
+        raw = raw.rstrip(b"\n").rstrip(b"\r")
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            logger.warning(
+                "%s, line %d: bytes that are not UTF-8 were replaced", name, number
+            )
+            yield raw.decode("utf-8", errors="replace")
+
+
+def translate_stream(
+    translate: Callable[[list[str]], dict],
+    lines: Iterable[str],
+    chunk_lines: int = CHUNK_LINES,
+    name: str = "input",
+) -> Iterator[list[str]]:
+    """Translations of `lines`, one per line, in order, a chunk at a time."""
+    chunk: list[str] = []
+    first = 1  # number of the chunk's first line
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) == chunk_lines:
+            yield _translate_chunk(translate, chunk, first, name)
+            first += len(chunk)
+            chunk = []
+    if chunk:
+        yield _translate_chunk(translate, chunk, first, name)
+
+
+def _translate_chunk(translate, chunk, first, name):
+    out = translate(chunk)
+    limit = out["source_limit"]
+    for offset, truncated in enumerate(out["truncated"]):
+        if truncated:
+            logger.warning(
+                "%s, line %d: longer than the model's %d tokens; translated "
+                "its first %d",
+                name,
+                first + offset,
+                limit,
+                limit,
+            )
+    return out["translations"]
+
+
+def translate_files(
+    model_dir: str,
+    files: list[str],
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    chunk_lines: int = CHUNK_LINES,
+    output: IO[str] | None = None,
+) -> int:
+    """`keras-transformer translate`: files (or stdin) to `output` (stdout).
+
+    A progress bar goes to stderr when the input is files and stderr is a
+    terminal. From an interactive terminal, each line is translated as soon
+    as it is typed.
+
+    Returns:
+        The number of lines translated.
+    """
+    output = output or sys.stdout
+    for path in files:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"Input file not found: {path}")
+    translate = load_translator(model_dir, beam_size=beam_size, alpha=alpha)
+    if not files:
+        interactive = sys.stdin.isatty()
+        chunks = translate_stream(
+            translate,
+            read_lines(sys.stdin.buffer, "stdin"),
+            1 if interactive else chunk_lines,
+            "stdin",
+        )
+        return _write(chunks, output, lambda n: None)
+    from tqdm.auto import tqdm
+
+    show = sys.stderr.isatty()
+    total = sum(_count_lines(path) for path in files) if show else None
+    count = 0
+    with tqdm(total=total, unit="line", file=sys.stderr, disable=not show) as bar:
+        for path in files:
+            with open(path, "rb") as stream:
+                chunks = translate_stream(
+                    translate, read_lines(stream, path), chunk_lines, path
+                )
+                count += _write(chunks, output, bar.update)
+    return count
+
+
+def _write(chunks: Iterable[list[str]], output: IO[str], progress) -> int:
+    count = 0
+    for translations in chunks:
+        output.write("".join(t + "\n" for t in translations))
+        output.flush()  # Readers of a pipe get each chunk as it is done.
+        count += len(translations)
+        progress(len(translations))
+    return count
+
+
+def _count_lines(path: str) -> int:
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
