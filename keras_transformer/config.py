@@ -40,7 +40,7 @@ training:
 evaluation:
   beam_size: 4
   alpha: 0.6
-  batch_size: 64
+  batch_tokens: 4096     # source tokens per beam-search batch
 output_dir: runs/default
 ```
 """
@@ -110,7 +110,7 @@ class TrainingConfig:
 class EvaluationConfig:
     beam_size: int = 4
     alpha: float = 0.6
-    batch_size: int = 64
+    batch_tokens: int = 4096
 
 
 @dataclass
@@ -258,7 +258,7 @@ def validate(config: Config, source: str = "config") -> None:
     ):
         fail("training.snapshot_minutes", snapshots, "expected a list of numbers > 0")
     positive("evaluation.beam_size", e.beam_size)
-    positive("evaluation.batch_size", e.batch_size)
+    positive("evaluation.batch_tokens", e.batch_tokens)
     if e.alpha < 0:
         fail("evaluation.alpha", e.alpha, "expected a number >= 0")
 

@@ -237,11 +237,17 @@ def train_command(
     summary = train_from_config(config)
     model, tokenizer = load_trained(config.output_dir)
     e = config.evaluation
-    translator = Translator(tokenizer, model, beam_size=e.beam_size, alpha=e.alpha)
+    translator = Translator(
+        tokenizer,
+        model,
+        beam_size=e.beam_size,
+        alpha=e.alpha,
+        batch_tokens=e.batch_tokens,
+    )
     test = load_splits(config)["test"] if evaluate else None
     if test is not None:
         sources, references = _pairs(test)
-        hypotheses = translate_sentences(translator, sources, batch_size=e.batch_size)
+        hypotheses = translate_sentences(translator, sources)
         summary["test"] = score_translations(hypotheses, references)
         _write_summary(Path(config.output_dir), {"test": summary["test"]})
     # `translate` loads this instead of tracing the search anew.
@@ -250,14 +256,15 @@ def train_command(
 
 
 def translate_sentences(
-    translator, sentences: list[str], batch_size: int = 64, progress: bool = False
+    translator, sentences: list[str], batch_size: int = 1000, progress: bool = False
 ) -> list[str]:
     """Translates `sentences` in batches with a `Translator` (or SavedModel).
 
     Args:
         translator: callable mapping a `(B,)` `tf.string` tensor to `(B,)`.
         sentences: the sentences.
-        batch_size: sentences per call.
+        batch_size: sentences per call (the translator sorts and batches
+            each call's sentences by length itself).
         progress: show a progress bar (on stderr, so stdout stays clean).
 
     Returns:
@@ -278,48 +285,6 @@ def make_translator(model_dir: str, beam_size: int = 4, alpha: float = 0.6):
     """A `Translator` for the model and tokenizer saved in `model_dir`."""
     model, tokenizer = load_trained(model_dir)
     return Translator(tokenizer, model, beam_size=beam_size, alpha=alpha)
-
-
-def evaluate_files(
-    model_dir: str,
-    source_path: str,
-    reference_path: str,
-    beam_size: int = 4,
-    alpha: float = 0.6,
-    batch_size: int = 64,
-) -> dict:
-    """`keras-transformer evaluate`: sacrebleu BLEU and chrF of a model.
-
-    Args:
-        model_dir: a directory written by `train_from_config`.
-        source_path: source sentences, one per line (plain or .gz).
-        reference_path: reference translations, aligned with the sources.
-        beam_size: beam size (1 = greedy).
-        alpha: length penalty.
-        batch_size: sentences per batch.
-
-    Returns:
-        Scores and signatures from `score_translations`.
-    """
-    corpus = data.load_parallel_files(source_path, reference_path)
-    translator = make_translator(model_dir, beam_size=beam_size, alpha=alpha)
-    hypotheses = translate_sentences(
-        translator, list(corpus.sources), batch_size=batch_size, progress=True
-    )
-    return score_translations(hypotheses, list(corpus.targets))
-
-
-def export_translator(
-    model_dir: str, out_dir: str, beam_size: int = 4, alpha: float = 0.6
-) -> str:
-    """`keras-transformer export`: the string-to-string SavedModel.
-
-    The result runs with TensorFlow and tensorflow-text only:
-    `tf.saved_model.load(out_dir)(tf.constant(["A man rides a bike."]))`.
-    """
-    translator = make_translator(model_dir, beam_size=beam_size, alpha=alpha)
-    tf.saved_model.save(translator, str(out_dir))
-    return str(out_dir)
 
 
 def _pairs(corpus) -> tuple[list[str], list[str]]:

@@ -84,7 +84,7 @@ def test_train_evaluate_translate_export(tmp_path):
             "snapshot_minutes": [0.0001],  # Reached after the first step.
             "token_budget": 64,
         },
-        "evaluation": {"beam_size": 2, "batch_size": 8},
+        "evaluation": {"beam_size": 2, "batch_tokens": 64},
         "output_dir": str(out),
     }
     path = tmp_path / "recipe.yaml"
@@ -102,6 +102,8 @@ def test_train_evaluate_translate_export(tmp_path):
     model, tokenizer = pipeline.load_trained(snapshot)
     assert tokenizer.vocab_size == model.vocab_size
 
+    # `train` exported the translator that `translate` loads.
+    assert (out / "translator" / "saved_model.pb").exists()
     python = [sys.executable, "-m", "keras_transformer"]
     translated = subprocess.run(
         [*python, "translate", "--model", str(out), "--beam", "1"],
@@ -112,6 +114,22 @@ def test_train_evaluate_translate_export(tmp_path):
     )
     assert translated.returncode == 0, translated.stderr
     assert len(translated.stdout.splitlines()) == 3  # The empty line stays.
+    # A file: an over-long line (the model takes 63 tokens) and bytes that
+    # are not UTF-8 are translated, each with one warning naming its line.
+    lines = [b"one cat", b"", b"two " * 80, b"four \xff birds", b"a dog"]
+    (tmp_path / "input.txt").write_bytes(b"\n".join(lines) + b"\n")
+    translated = subprocess.run(
+        [*python, "translate", "--model", str(out), str(tmp_path / "input.txt")],
+        capture_output=True,
+        timeout=300,
+    )
+    assert translated.returncode == 0, translated.stderr
+    assert len(translated.stdout.decode().split("\n")) == len(lines) + 1
+    assert translated.stdout.decode().split("\n")[1] == ""
+    errors = translated.stderr.decode()
+    assert errors.count("input.txt, line 3: longer than the model's 63 tokens") == 1
+    assert errors.count("input.txt, line 4: bytes that are not UTF-8") == 1
+    assert "line 1" not in errors and "line 5" not in errors
 
     scores = subprocess.run(
         [

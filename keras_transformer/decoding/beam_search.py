@@ -81,15 +81,22 @@ def beam_search(
     The encoder runs once per sentence; its output is tiled per beam here,
     and the cross-attention keys and values are computed once from it. The
     self-attention caches follow their hypotheses by parent index. The loop
-    is a `tf.while_loop` over fixed shapes: call it eagerly or inside
-    `tf.function` (with or without `jit_compile=True`).
+    is a `tf.while_loop`: call it eagerly or inside `tf.function`. Outside
+    XLA, sentences that are done leave the running batch and the
+    self-attention cache grows as the outputs do (`compact`); inside
+    `tf.function(jit_compile=True)` every shape is fixed instead.
+
+    `beam_size` and `alpha` may be scalar tensors (outside XLA), so one
+    traced function serves every setting, as in an exported `Translator`.
 
     Args:
         model: a `Transformer`, or any object with its `encode`, `decode` and
             `init_cache` methods (see `keras_transformer.decoding.search_utils`).
         source_ids: integer `(B, S)` source ids, 0-padded, each ending with 3.
-        beam_size: hypotheses kept per sentence.
-        alpha: length penalty strength (0.6 in the paper, from GNMT).
+        beam_size: hypotheses kept per sentence: an int, or an `int32`
+            scalar tensor.
+        alpha: length penalty strength (0.6 in the paper, from GNMT): a
+            number, or a `float32` scalar tensor.
         max_length: most output tokens (end id included) per sentence; by
             default each sentence's source length + 50, capped by
             `model.max_length`.
@@ -98,6 +105,9 @@ def beam_search(
         return_attention_scores: also return the decoder's attention weights
             for the chosen hypothesis (one teacher-forced pass over it, which
             gives the same weights as the search's own steps).
+        compact: drop sentences that are done from the running batch and
+            grow the cache as needed (same outputs, less work); by default
+            on, except under XLA, which needs fixed shapes.
 
     Returns:
         A dict with
@@ -132,9 +142,7 @@ def beam_search(
         Vaswani et al. 2017, "Attention Is All You Need", section 6.1;
         Wu et al. 2016, "Google's Neural Machine Translation System", sec. 7.
     """
-    check_positive_int("beam_size", beam_size)
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float):
-        raise TypeError(f"`alpha` must be a number. Received: alpha={alpha!r}")
+    beam_size, alpha = _check_settings(beam_size, alpha)
     source_ids = check_source_ids(source_ids)
     max_length = check_max_length(model, max_length)
     compact = default_compact(compact)
@@ -320,6 +328,20 @@ def beam_search(
     if return_attention_scores:
         result["attention"] = attention_of(model, ids, memory, source_mask, lengths)
     return result
+
+
+def _check_settings(beam_size: Any, alpha: Any) -> tuple[Any, Any]:
+    """Python numbers as they are, checked; tensors as `int32`/`float32`."""
+    if tf.is_tensor(beam_size):
+        beam_size = tf.cast(beam_size, tf.int32)
+        tf.debugging.assert_positive(beam_size, message="`beam_size` must be >= 1")
+    else:
+        check_positive_int("beam_size", beam_size)
+    if tf.is_tensor(alpha):
+        alpha = tf.cast(alpha, tf.float32)
+    elif isinstance(alpha, bool) or not isinstance(alpha, int | float):
+        raise TypeError(f"`alpha` must be a number. Received: alpha={alpha!r}")
+    return beam_size, alpha
 
 
 def _frozen(done: tf.Tensor):

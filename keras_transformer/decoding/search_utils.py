@@ -182,7 +182,8 @@ def top_next_tokens(logits: tf.Tensor, n: int) -> tuple[tf.Tensor, tf.Tensor]:
 
     Args:
         logits: `(N, V)` next-token logits.
-        n: how many tokens per row, `1 <= n`; at most `V` are returned.
+        n: how many tokens per row, `1 <= n` (an int or a scalar tensor);
+            at most `V` are returned.
 
     Returns:
         `(log_probs, ids)`: float32 and int32 `(N, min(n, V))`, best first.
@@ -198,7 +199,7 @@ def top_next_tokens(logits: tf.Tensor, n: int) -> tuple[tf.Tensor, tf.Tensor]:
     vocab_size = logits.shape[-1] or tf.shape(logits)[-1]
     chunk = TOP_K_CHUNK
     chunks = -(-vocab_size // chunk)  # ceil
-    if isinstance(vocab_size, int):
+    if isinstance(vocab_size, int) and isinstance(n, int):
         n = min(n, vocab_size)
         chunk_n = min(n, chunks)
     else:

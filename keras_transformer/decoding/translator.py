@@ -8,7 +8,6 @@ from typing import Any
 import tensorflow as tf
 
 from keras_transformer.decoding.beam_search import beam_search
-from keras_transformer.decoding.greedy import greedy_search
 from keras_transformer.decoding.search_utils import (
     END_ID,
     PAD_ID,
@@ -25,12 +24,21 @@ class Translator(tf.Module):
     """Translates a batch of sentences; export it with `tf.saved_model.save`.
 
     Calling it tokenizes the sentences, appends the end id 3 (sources look
-    like in training: tokens + [end]), pads them into one batch, runs beam
-    search (greedy search when `beam_size=1`) and detokenizes the best
-    hypotheses. Everything is TensorFlow ops in one `tf.function`, so the
+    like in training: tokens + [end]), sorts them by length, runs beam
+    search on batches of about `batch_tokens` source tokens (beam size 1 is
+    exactly greedy search), detokenizes the best hypotheses and returns them
+    in the input's order. Sorting keeps padding small, and each search drops
+    sentences that are done from its batch; neither changes a translation
+    (tested). Everything is TensorFlow ops in one `tf.function`, so the
     SavedModel needs neither this package nor Keras to run: load it with
     `tf.saved_model.load(path)` (plus `import tensorflow_text` when the
     tokenizer uses its ops, as the SentencePiece `Tokenizer` does).
+
+    The SavedModel has three functions: `__call__(sentences)` (also its
+    `serving_default` signature) with this translator's settings,
+    `translate(sentences, beam_size, alpha)` with any settings, which also
+    says which sentences were truncated and prints nothing, and
+    `settings()`.
 
     Edge cases: an empty batch gives an empty result; an empty (or
     all-space) sentence gives an empty translation; a sentence of more than
@@ -50,8 +58,10 @@ class Translator(tf.Module):
         max_length: most output tokens per sentence; by default the source
             length + 50, capped by `model.max_length`.
         use_cache: decode with the key/value cache (no reason not to).
-        jit_compile: compile the search with XLA (measure first: on CPUs it
-            is not always faster; see docs/benchmarks.md).
+        jit_compile: compile the search with XLA, once per batch shape, with
+            fixed shapes (no compaction) and this beam size only (measure
+            first: on CPUs it is slower; see docs/benchmarks.md).
+        batch_tokens: source tokens, padding included, per search batch.
         name: name of the `tf.Module`.
 
     Call arguments:
@@ -141,7 +151,7 @@ class Translator(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
     def __call__(self, sentences: tf.Tensor) -> tf.Tensor:
-        out = self.translate(sentences)
+        out = self.translate(sentences, self.beam_size, self.alpha)
         too_long = tf.reduce_sum(tf.cast(out["truncated"], tf.int32))
         tf.cond(
             too_long > 0,
@@ -150,12 +160,26 @@ class Translator(tf.Module):
         )
         return out["translations"]
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
-    def translate(self, sentences: tf.Tensor) -> dict[str, tf.Tensor]:
-        """Translations, and which sentences were truncated; prints nothing.
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None], tf.string, name="sentences"),
+            tf.TensorSpec([], tf.int32, name="beam_size"),
+            tf.TensorSpec([], tf.float32, name="alpha"),
+        ]
+    )
+    def translate(
+        self, sentences: tf.Tensor, beam_size: tf.Tensor, alpha: tf.Tensor
+    ) -> dict[str, tf.Tensor]:
+        """Translations with any search settings; prints nothing.
+
+        One traced function for every beam size and length penalty, so an
+        exported translator serves them all (with `jit_compile=True`, only
+        the constructor's).
 
         Args:
             sentences: `(B,)` `tf.string`.
+            beam_size: `int32` scalar; 1 gives the greedy translation.
+            alpha: `float32` scalar, the length penalty.
 
         Returns:
             `{"translations": (B,) tf.string, "truncated": (B,) tf.bool}`.
@@ -185,7 +209,7 @@ class Translator(tf.Module):
             # (b, T + 1): tokens, end id, padding.
             batch = tf.pad(batch, [[0, 0], [0, 1]])
             ends = tf.one_hot(lengths[start:end], tf.shape(batch)[1], dtype=tf.int32)
-            ids = self._search.value(batch + ends * END_ID)
+            ids = self._search.value(batch + ends * END_ID, beam_size, alpha)
             with tf.name_scope("detokenize"):
                 text = self.tokenizer.detokenize(ids)
             translations = translations.write(index, text)
@@ -222,23 +246,25 @@ class Translator(tf.Module):
             "version": tf.constant(__version__),
         }
 
-    def _search_ids(self, source_ids: tf.Tensor) -> tf.Tensor:
-        if self.beam_size == 1:
-            result = greedy_search(
-                self.model,
-                source_ids,
-                max_length=self.max_length,
-                use_cache=self.use_cache,
+    def _search_ids(
+        self, source_ids: tf.Tensor, beam_size: tf.Tensor, alpha: tf.Tensor
+    ) -> tf.Tensor:
+        if self.jit_compile:
+            # XLA needs the beam size when it compiles: the constructor's.
+            tf.debugging.assert_equal(
+                beam_size,
+                self.beam_size,
+                message="A jit-compiled Translator searches with its own beam_size",
             )
-        else:
-            result = beam_search(
-                self.model,
-                source_ids,
-                beam_size=self.beam_size,
-                alpha=self.alpha,
-                max_length=self.max_length,
-                use_cache=self.use_cache,
-            )
+            beam_size, alpha = self.beam_size, self.alpha
+        result = beam_search(
+            self.model,
+            source_ids,
+            beam_size=beam_size,
+            alpha=alpha,
+            max_length=self.max_length,
+            use_cache=self.use_cache,
+        )
         return result["ids"]
 
 

@@ -8,10 +8,10 @@ is translated truncated (with a warning naming it), and bytes that are not
 UTF-8 are replaced (with a warning naming the line).
 
 The translator is the SavedModel that `train`, `demo` and `export` leave
-in the model directory (`translator/`) when it was exported with the same
-search settings by this version of the library: loading it traces nothing,
-so a one-line call starts in seconds. Otherwise it is built from
-`model.keras` and the tokenizer.
+in the model directory (`translator/`), when this version of the library
+exported it: loading it traces nothing, so a one-line call starts in
+seconds, and it takes any beam size and length penalty. Otherwise it is
+built from `model.keras` and the tokenizer.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from keras_transformer import __version__
 logger = logging.getLogger(__name__)
 
 TRANSLATOR_DIR = "translator"
-CHUNK_LINES = 500
+CHUNK_LINES = 1000
 """Lines per translator call when reading a file or pipe."""
 
 
@@ -47,17 +47,18 @@ def load_translator(
         A function `sentences -> {"translations": [str], "truncated":
         [bool], "source_limit": int}`.
     """
-    saved = _saved_translator(Path(model_dir) / TRANSLATOR_DIR, beam_size, alpha)
-    if saved is None:
+    translator = _saved_translator(Path(model_dir) / TRANSLATOR_DIR)
+    if translator is None:
         from keras_transformer.decoding import Translator
         from keras_transformer.pipeline import load_trained
 
         model, tokenizer = load_trained(model_dir)
-        saved = Translator(tokenizer, model, beam_size=beam_size, alpha=alpha)
-    limit = int(saved.settings()["source_limit"])
+        translator = Translator(tokenizer, model)
+    limit = int(translator.settings()["source_limit"])
+    settings = (tf.constant(beam_size, tf.int32), tf.constant(alpha, tf.float32))
 
     def translate(sentences: list[str]) -> dict:
-        out = saved.translate(tf.constant(sentences, dtype=tf.string))
+        out = translator.translate(tf.constant(sentences, tf.string), *settings)
         return {
             "translations": [t.decode("utf-8") for t in out["translations"].numpy()],
             "truncated": out["truncated"].numpy().tolist(),
@@ -67,35 +68,27 @@ def load_translator(
     return translate
 
 
-def _saved_translator(path: Path, beam_size: int, alpha: float):
-    """The exported translator at `path` if it has these settings, else None."""
+def _saved_translator(path: Path):
+    """The translator exported at `path` by this version, or None."""
     if not (path / "saved_model.pb").is_file():
         return None
     import tensorflow_text  # noqa: F401 (registers the SentencePiece ops)
 
     try:
         translator = tf.saved_model.load(str(path))
-        settings = {k: v.numpy() for k, v in translator.settings().items()}
+        settings = translator.settings()
     except (AttributeError, OSError, ValueError, tf.errors.OpError) as error:
         logger.info("Not using %s: %s", path, error)
         return None
-    wanted = {
-        "beam_size": beam_size,
-        "alpha": float(alpha),
-        "max_length": 0,
-        "version": __version__,
-    }
-    found = {
-        "beam_size": int(settings["beam_size"]),
-        "alpha": float(settings["alpha"]),
-        "max_length": int(settings["max_length"]),
-        "version": settings["version"].decode(),
-    }
-    if any(
-        abs(found[key] - value) > 1e-6 if key == "alpha" else found[key] != value
-        for key, value in wanted.items()
-    ):
-        logger.info("Not using %s: exported with %s, asked for %s", path, found, wanted)
+    version = settings["version"].numpy().decode()
+    if version != __version__ or int(settings["max_length"]) != 0:
+        logger.info(
+            "Not using %s: exported by keras_transformer %s with max_length %d "
+            "(rerun `keras-transformer export` to refresh it)",
+            path,
+            version,
+            int(settings["max_length"]),
+        )
         return None
     return translator
 

@@ -1,0 +1,68 @@
+"""The translate job: streaming, line numbers, order, bad bytes, truncation."""
+
+import io
+import logging
+
+import pytest
+
+from keras_transformer.jobs import translate as job
+
+LIMIT = 3  # the fake model's longest source, in words
+
+
+def fake_translate(calls):
+    """Reverses each line's words; lines of more than LIMIT words are cut."""
+
+    def translate(sentences):
+        calls.append(list(sentences))
+        return {
+            "translations": [" ".join(s.split()[:LIMIT][::-1]) for s in sentences],
+            "truncated": [len(s.split()) > LIMIT for s in sentences],
+            "source_limit": LIMIT,
+        }
+
+    return translate
+
+
+def test_one_line_out_per_line_in_order_across_chunks(caplog):
+    lines = ["a b", "", "c d e f g", "h", "   ", "i j k", "l m n o"]
+    calls = []
+    with caplog.at_level(logging.WARNING, logger="keras_transformer"):
+        chunks = list(job.translate_stream(fake_translate(calls), lines, 3, "in.txt"))
+    assert [len(c) for c in calls] == [3, 3, 1]  # read in chunks of 3 lines
+    assert sum(chunks, []) == ["b a", "", "e d c", "h", "", "k j i", "n m l"]
+    # Each over-long line is named once, by its number in the whole input.
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 2
+    assert warnings[0].startswith("in.txt, line 3: longer than the model's 3")
+    assert warnings[1].startswith("in.txt, line 7: ")
+
+
+def test_first_chunk_is_translated_before_the_input_ends():
+    calls = []
+
+    def endless():
+        for i in range(10**9):
+            if i == 5:
+                raise AssertionError("read past the first two chunks")
+            yield f"w{i}"
+
+    chunks = job.translate_stream(fake_translate(calls), endless(), 2)
+    assert next(chunks) == ["w0", "w1"]
+    assert next(chunks) == ["w2", "w3"]
+    assert calls == [["w0", "w1"], ["w2", "w3"]]
+
+
+def test_bytes_that_are_not_utf8_are_replaced_with_a_warning(caplog):
+    stream = io.BytesIO(b"gut\n\xff\xfe caf\xc3\xa9\r\nende")
+    with caplog.at_level(logging.WARNING, logger="keras_transformer"):
+        lines = list(job.read_lines(stream, "stdin"))
+    assert lines == ["gut", "\ufffd\ufffd café", "ende"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "stdin, line 2: bytes that are not UTF-8 were replaced"
+    ]
+
+
+def test_missing_input_file_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nowhere.txt"):
+        job.translate_files(str(tmp_path), [str(tmp_path / "nowhere.txt")])
