@@ -66,3 +66,25 @@ def test_bytes_that_are_not_utf8_are_replaced_with_a_warning(caplog):
 def test_missing_input_file_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="nowhere.txt"):
         job.translate_files(str(tmp_path), [str(tmp_path / "nowhere.txt")])
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_files_in_order_with_a_progress_bar_on_a_terminal(
+    tmp_path, monkeypatch, terminal
+):
+    paths = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    paths[0].write_text("a b\n\nc d e f\n", encoding="utf-8")
+    paths[1].write_text("g h\n", encoding="utf-8")
+    monkeypatch.setattr(job, "load_translator", lambda *a, **k: fake_translate([]))
+    stderr = Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr("sys.stderr", stderr)
+    out = io.StringIO()
+    count = job.translate_files(str(tmp_path), [str(p) for p in paths], output=out)
+    assert count == 4
+    assert out.getvalue() == "b a\n\ne d c\nh g\n"
+    assert ("4/4" in stderr.getvalue()) == terminal  # the bar, on a terminal only
