@@ -107,7 +107,7 @@ def plain_search(model_dir: str, sources: list[str]) -> tuple[list[str], float]:
     import tensorflow as tf
 
     from keras_transformer.decoding import beam_search
-    from keras_transformer.pipeline import load_trained
+    from keras_transformer.jobs.run_dir import load_trained
 
     model, tokenizer = load_trained(model_dir)
     search = tf.function(

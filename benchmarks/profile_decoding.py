@@ -108,11 +108,13 @@ def main() -> None:
         translator = tf.saved_model.load(args.saved_model)
         phases["load the SavedModel"] = time.perf_counter() - mark
     else:
-        from keras_transformer import pipeline
+        from keras_transformer.decoding import Translator
+        from keras_transformer.jobs.run_dir import load_trained
 
         phases["import keras + keras_transformer"] = time.perf_counter() - mark
         mark = time.perf_counter()
-        translator = pipeline.make_translator(args.model, beam_size=args.beam)
+        model, tokenizer = load_trained(args.model)
+        translator = Translator(tokenizer, model, beam_size=args.beam)
         phases["load model + tokenizer"] = time.perf_counter() - mark
     mark = time.perf_counter()
     translator(tf.constant(sentences[:1])).numpy()

@@ -2,7 +2,7 @@
 
 Trains our `Transformer` at the shape of `training.py` (vocabulary 8000,
 d_model 256, 4 heads, d_ff 1024, 3 + 3 layers, 64 x 32 tokens) with
-`FusedAdam` and the label-smoothed loss, records `--steps` steps with
+Adam and the label-smoothed loss, records `--steps` steps with
 `tf.profiler`, and sums the recorded op durations by op type. Run it with
 one inter-op thread, so ops run one at a time and their durations add up
 to the step:
@@ -33,7 +33,6 @@ from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
 from keras_transformer.losses import MaskedCrossEntropy  # noqa: E402
 from keras_transformer.models import Transformer  # noqa: E402
-from keras_transformer.training import FusedAdam  # noqa: E402
 
 
 def op_times(logdir):
@@ -75,7 +74,7 @@ def main():
         vocab_size=8000, num_layers=3, d_model=256, num_heads=4, d_ff=1024
     )
     model.compile(
-        optimizer=FusedAdam(1e-4, beta_2=0.98, epsilon=1e-9),
+        optimizer=keras.optimizers.Adam(1e-4, beta_2=0.98, epsilon=1e-9),
         loss=MaskedCrossEntropy(label_smoothing=0.1),
     )
     rng = np.random.default_rng(0)

@@ -1,7 +1,8 @@
 """The Transformer of "Attention Is All You Need" as Keras 3 layers.
 
 Subpackages: `layers`, `models`, `data`, `schedules`, `losses`, `metrics`,
-`training`, `decoding`, `visualization`; `pipeline` and `cli` for the jobs.
+`training`, `decoding`, `visualization`; `jobs` (one module per command)
+and `cli`, the command line.
 Importing the top level stays light: import the subpackage you need, e.g.
 `from keras_transformer.layers import MultiHeadAttention`.
 

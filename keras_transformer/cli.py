@@ -1,4 +1,9 @@
-"""The `keras-transformer` command: parses arguments, calls `pipeline`."""
+"""The `keras-transformer` command: parses arguments, runs a job.
+
+Each job lives in its own module of `keras_transformer.jobs`. An input error
+(a bad option, recipe, file or directory) is one line on stderr and exit
+status 2; `-v` shows the traceback too, and TensorFlow's own logs.
+"""
 
 from __future__ import annotations
 
@@ -6,48 +11,94 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
+import threading
 
-_COMMANDS_HELP = """\
-commands:
-  demo        train a small model on the built-in corpus, score, save, plot
-  train       train from a YAML recipe (see configs/)
-  evaluate    BLEU and chrF of a trained model on a source/reference pair
-  translate   translate lines from stdin or files to stdout
-  export      write the string-to-string SavedModel
-"""
+from keras_transformer import __version__
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
+    return value
+
+
+def _alpha(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line (`--help` shows the usage)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="keras-transformer",
-        description="Train, evaluate and use Transformer translation models.",
-        epilog=_COMMANDS_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
+    common = _Parser(add_help=False)
+    common.add_argument(
         "-v",
         "--verbose",
         action="store_true",
-        help="show TensorFlow's and the library's info logs",
+        help="show tracebacks, TensorFlow's logs and the library's info logs",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser = _Parser(
+        prog="keras-transformer",
+        description="Train, evaluate and use Transformer translation models.",
+        parents=[common],
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"keras-transformer {__version__}"
+    )
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", title="commands", parser_class=_Parser
+    )
 
-    demo = sub.add_parser("demo", help="the main job on the built-in corpus")
+    demo = sub.add_parser(
+        "demo",
+        parents=[common],
+        help="train a small model on the built-in corpus, score, save, plot",
+    )
     demo.add_argument(
         "--minutes",
-        type=float,
+        type=_positive_float,
         default=5.0,
         help="training budget in minutes (default: 5)",
     )
     demo.add_argument(
         "--output",
         default="demo_output",
-        help="directory for the model, plots and scores",
+        help="directory for the model, plots and scores (default: demo_output)",
     )
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+    demo.add_argument(
+        "--overwrite", action="store_true", help="start over in a finished demo"
+    )
 
-    train = sub.add_parser("train", help="train from a YAML recipe")
+    train = sub.add_parser(
+        "train", parents=[common], help="train from a YAML recipe (see configs/)"
+    )
     train.add_argument("--config", required=True, help="the YAML recipe")
     train.add_argument(
         "--strategy",
@@ -55,110 +106,215 @@ def build_parser() -> argparse.ArgumentParser:
         help="overrides training.strategy",
     )
     train.add_argument("--output", help="overrides output_dir")
-    train.add_argument("--minutes", type=float, help="overrides training.minutes")
-    train.add_argument("--steps", type=int, help="overrides training.steps")
+    train.add_argument(
+        "--minutes", type=_positive_float, help="overrides training.minutes"
+    )
+    train.add_argument("--steps", type=_positive_int, help="overrides training.steps")
+    train.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start over in an output directory that holds a run",
+    )
     train.add_argument(
         "--no-evaluate",
         action="store_true",
         help="skip scoring the test split after training",
     )
 
-    evaluate = sub.add_parser("evaluate", help="corpus BLEU and chrF")
+    evaluate = sub.add_parser(
+        "evaluate",
+        parents=[common],
+        help="BLEU and chrF of a trained model on a source/reference pair",
+    )
     evaluate.add_argument("--model", required=True, help="trained model directory")
-    evaluate.add_argument("--source", required=True, help="source sentences file")
-    evaluate.add_argument("--reference", required=True, help="reference file")
+    evaluate.add_argument(
+        "--source", required=True, help="source sentences, one per line (.gz too)"
+    )
+    evaluate.add_argument(
+        "--reference", required=True, help="reference translations, line by line"
+    )
     _search_arguments(evaluate)
 
-    translate = sub.add_parser("translate", help="translate lines to stdout")
+    translate = sub.add_parser(
+        "translate", parents=[common], help="translate lines from files or stdin"
+    )
     translate.add_argument("--model", required=True, help="trained model directory")
     translate.add_argument("files", nargs="*", help="input files (default: stdin)")
     _search_arguments(translate)
 
-    export = sub.add_parser("export", help="write the string-to-string SavedModel")
+    export = sub.add_parser(
+        "export", parents=[common], help="write the string-to-string SavedModel"
+    )
     export.add_argument("--model", required=True, help="trained model directory")
     export.add_argument("--out", required=True, help="SavedModel directory")
     _search_arguments(export)
     export.add_argument(
         "--batch-tokens",
-        type=int,
+        type=_positive_int,
         default=4096,
-        help="source tokens per beam-search batch (default 4096)",
+        help="source tokens per beam-search batch (default: 4096)",
+    )
+    export.add_argument(
+        "--overwrite", action="store_true", help="replace a SavedModel at --out"
     )
     return parser
 
 
 def _search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--beam", type=int, default=4, help="beam size; 1 is greedy (default 4)"
+        "--beam",
+        type=_positive_int,
+        default=4,
+        help="beam size; 1 is greedy search (default: 4)",
     )
     parser.add_argument(
-        "--alpha", type=float, default=0.6, help="length penalty alpha (default 0.6)"
+        "--alpha", type=_alpha, default=0.6, help="length penalty (default: 0.6)"
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     use_memory_pool()
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     _COMMAND["name"] = args.command
     if args.command is None:
-        build_parser().print_help()
+        parser.print_help()
         return 2
-    _quiet_tensorflow(args.verbose)
+    _quiet(args.verbose)
+    from keras_transformer.config import ConfigError
+
+    expected = (ConfigError, FileNotFoundError, FileExistsError, ValueError, OSError)
+    noise = None if args.verbose else _StderrFilter()
     try:
-        if args.command == "translate":
-            # Imported late: TensorFlow's start-up logging is silenced first,
-            # and with an exported translator, nothing else is needed.
-            from keras_transformer.jobs.translate import translate_files
-
-            translate_files(
-                args.model, args.files, beam_size=args.beam, alpha=args.alpha
-            )
-            return 0
-        from keras_transformer import pipeline
-
-        if args.command == "demo":
-            _print_demo(
-                pipeline.run_demo(
-                    minutes=args.minutes, output_dir=args.output, seed=args.seed
-                ),
-                args.output,
-            )
-        elif args.command == "train":
-            summary = pipeline.train_command(
-                args.config,
-                strategy=args.strategy,
-                output_dir=args.output,
-                minutes=args.minutes,
-                steps=args.steps,
-                evaluate=not args.no_evaluate,
-            )
-            print(json.dumps(summary.get("test", summary.get("steps")), indent=2))
-        elif args.command == "evaluate":
-            from keras_transformer.jobs.evaluate import evaluate_files
-
-            scores = evaluate_files(
-                args.model,
-                args.source,
-                args.reference,
-                beam_size=args.beam,
-                alpha=args.alpha,
-            )
-            print(json.dumps(scores, indent=2))
-        elif args.command == "export":
-            from keras_transformer.jobs.export import export_translator
-
-            path = export_translator(
-                args.model,
-                args.out,
-                beam_size=args.beam,
-                alpha=args.alpha,
-                batch_tokens=args.batch_tokens,
-            )
-            print(f"Exported the translator to {path}")
-    except (FileNotFoundError, ValueError) as error:
+        _run(args)
+    except expected as error:
+        if args.verbose:
+            logging.getLogger(__name__).exception("Traceback:")
         print(f"keras-transformer {args.command}: error: {error}", file=sys.stderr)
-        return 1
+        return 2
+    finally:
+        if noise is not None:
+            noise.close()
     return 0
+
+
+class _StderrFilter:
+    """Leaves out the lines of `NOISE` that C++ libraries write to stderr.
+
+    SentencePiece, inside tensorflow-text's ops, logs a line each time an op
+    loads a tokenizer ("normalizer.cc(51) LOG(INFO) precompiled_charsmap is
+    empty"), past any Python logging setting. Everything written to file
+    descriptor 2 goes through a pipe; a thread passes it on to the real
+    stderr at once (progress bars included), except complete noise lines.
+    """
+
+    NOISE = re.compile(rb"^normalizer\.cc\(\d+\) LOG\(INFO\)")
+    PREFIX = b"normalizer.cc("
+
+    def __init__(self) -> None:
+        sys.stderr.flush()
+        self.stderr = os.dup(2)
+        reader, writer = os.pipe()
+        os.dup2(writer, 2)
+        os.close(writer)
+        self.thread = threading.Thread(target=self._pump, args=(reader,), daemon=True)
+        self.thread.start()
+        # Progress bars ask whether stderr is a terminal: the real one's answer.
+        self.python_stderr = sys.stderr
+        sys.stderr = _Stream(sys.stderr, os.isatty(self.stderr))
+
+    def _pump(self, reader: int) -> None:
+        pending = b""
+        while chunk := os.read(reader, 1 << 16):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            out = b"".join(line + b"\n" for line in lines if not self.NOISE.match(line))
+            # A partial line (a progress bar) goes on now, unless it may
+            # become a noise line.
+            head = pending[: len(self.PREFIX)]
+            if pending and not self.PREFIX.startswith(head):
+                out, pending = out + pending, b""
+            if out:
+                os.write(self.stderr, out)
+        if pending:
+            os.write(self.stderr, pending)
+        os.close(reader)
+
+    def close(self) -> None:
+        """Restores stderr after passing on what is left."""
+        sys.stderr.flush()
+        sys.stderr = self.python_stderr
+        os.dup2(self.stderr, 2)  # closes the pipe's writing end: the pump ends
+        self.thread.join(timeout=5)
+        os.close(self.stderr)
+
+
+class _Stream:
+    """A text stream that says whether it is a terminal as told."""
+
+    def __init__(self, stream, tty: bool) -> None:
+        self._stream, self._tty = stream, tty
+
+    def isatty(self) -> bool:
+        return self._tty
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _run(args: argparse.Namespace) -> None:
+    # Jobs are imported late: TensorFlow's start-up logging is silenced first.
+    if args.command == "translate":
+        from keras_transformer.jobs.translate import translate_files
+
+        translate_files(args.model, args.files, beam_size=args.beam, alpha=args.alpha)
+    elif args.command == "demo":
+        from keras_transformer.jobs.demo import run_demo
+
+        result = run_demo(
+            minutes=args.minutes,
+            output_dir=args.output,
+            seed=args.seed,
+            overwrite=args.overwrite,
+        )
+        _print_demo(result, args.output)
+    elif args.command == "train":
+        from keras_transformer.jobs.train import train_command
+
+        options = {
+            "training.strategy": args.strategy,
+            "output_dir": args.output,
+            "training.minutes": args.minutes,
+            "training.steps": args.steps,
+        }
+        summary = train_command(
+            args.config,
+            {key: value for key, value in options.items() if value is not None},
+            overwrite=args.overwrite,
+            evaluate=not args.no_evaluate,
+        )
+        print(
+            json.dumps(summary.get("test", {"steps": summary.get("steps")}), indent=2)
+        )
+    elif args.command == "evaluate":
+        from keras_transformer.jobs.evaluate import evaluate_files
+
+        scores = evaluate_files(
+            args.model, args.source, args.reference, args.beam, args.alpha
+        )
+        print(json.dumps(scores, indent=2))
+    elif args.command == "export":
+        from keras_transformer.jobs.export import export_translator
+
+        path = export_translator(
+            args.model,
+            args.out,
+            beam_size=args.beam,
+            alpha=args.alpha,
+            batch_tokens=args.batch_tokens,
+            overwrite=args.overwrite,
+        )
+        print(f"Exported the translator to {path}")
 
 
 def run() -> None:
@@ -212,18 +368,24 @@ def _print_demo(result: dict, output_dir: str) -> None:
     print("\nWrote:")
     for name, path in result["files"].items():
         print(f"  {name:24s} {path}")
+    # The virtual environment the README makes is not activated: full paths.
+    bin_dir = os.path.dirname(sys.executable)
+    command = os.path.join(bin_dir, "keras-transformer")
+    files = result["files"]
     print(
-        "\nTranslate with what was saved:\n"
-        f"  echo 'at 3:45 PM' | keras-transformer translate --model {output_dir}\n"
-        f"  keras-transformer evaluate --model {output_dir} "
-        "--source SRC --reference REF\n"
-        '  python -c "import tensorflow as tf, tensorflow_text; '
+        "\nUse what was saved:\n"
+        f"  echo 'at 3:45 PM' | {command} translate --model {output_dir}\n"
+        f"  {command} evaluate --model {output_dir} "
+        f"--source {files['test_source']} --reference {files['test_reference']}\n"
+        f'  {sys.executable} -c "import tensorflow as tf, tensorflow_text; '
         f"t = tf.saved_model.load('{output_dir}/translator'); "
         "print(t(tf.constant(['three days ago'])))\""
     )
 
 
-def _quiet_tensorflow(verbose: bool) -> None:
+def _quiet(verbose: bool) -> None:
+    """Only our own messages, unless `verbose`: no TensorFlow, Keras or
+    SentencePiece chatter on stderr."""
     if not verbose:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         # TensorFlow's C++ start-up lines ignore TF_CPP_MIN_LOG_LEVEL: import

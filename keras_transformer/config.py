@@ -1,283 +1,483 @@
-"""Training recipes as YAML files: every key documented, checked on load.
+"""Training recipes as YAML files, checked against one schema.
 
-A recipe has five sections. Every key has a default, so an empty file is a
-valid recipe (the built-in corpus with the "tiny" model); an unknown key or an
-invalid value is an error that names it.
+A recipe has five sections and `output_dir`. Every key has a default, so an
+empty file is a valid recipe (the built-in corpus with the "tiny" model).
+The schema below (pydantic models) is the one source of truth: it checks
+exact types (no string for a number, no float for an integer, no string for
+a boolean), ranges and choices, `model.overrides` against the model's own
+arguments, and what keys depend on each other; `docs/config.md`, the
+reference of every key, is generated from it (`python -m
+keras_transformer.config > docs/config.md`). An invalid recipe raises
+`ConfigError`, one line naming the dotted key and the value, and for an
+unknown key the closest valid one.
 
-```yaml
-data:
-  corpus: builtin        # builtin | multi30k | tfds:NAME | files
-  data_dir: null         # multi30k / tfds: where the data is (or goes)
-  source_lang: en        # multi30k, tfds: source language code
-  target_lang: de        # multi30k, tfds: target language code
-  train_files: null      # files: [source_path, target_path]
-  valid_files: null      # files: [source_path, target_path]
-  test_files: null       # files: [source_path, target_path]
-  max_length: 64         # longer pairs are dropped (and counted)
-  seed: 0                # built-in corpus generation
-tokenizer:
-  vocab_size: 8000       # shared source + target subword vocabulary
-  path: null             # reuse a saved tokenizer instead of training one
-model:
-  preset: tiny           # base | big | small | tiny
-  overrides: {}          # any Transformer argument, e.g. {num_layers: 3}
-training:
-  token_budget: 4096     # source + target tokens per batch
-  warmup_steps: 4000
-  lr_scale: 1.0          # multiplies the paper's learning rate
-  label_smoothing: 0.1
-  epochs: null           # stop after this many epochs ...
-  steps: null            # ... or optimizer steps ...
-  minutes: null          # ... or minutes, whichever comes first
-  strategy: default      # default | mirrored | multi_worker
-  mixed_precision: float32   # float32 | mixed_float16 | mixed_bfloat16
-  jit_compile: false
-  average_last: 5        # average the last N checkpoints at the end (0: off)
-  checkpoint_minutes: 10 # how often a checkpoint is written for averaging
-  snapshot_minutes: []   # save the model after these minutes, e.g. [10, 20]
-  validate: true         # score the validation split after each epoch
-  seed: 0
-evaluation:
-  beam_size: 4
-  alpha: 0.6
-  batch_tokens: 4096     # source tokens per beam-search batch
-output_dir: runs/default
-```
+Example:
+
+>>> config = config_from_dict({"model": {"preset": "small"}})
+>>> config.model.preset, config.training.warmup_steps
+('small', 4000)
+>>> try:
+...     config_from_dict({"training": {"stepz": 5}})
+... except ConfigError as error:
+...     print(error)
+config: unknown key training.stepz; did you mean training.steps?
 """
 
 from __future__ import annotations
 
-import dataclasses
+import difflib
 import inspect
-from dataclasses import dataclass, field
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from keras_transformer.models import PRESETS, Transformer
+from keras_transformer.models.presets import PRESETS
 
-STRATEGIES = ("default", "mirrored", "multi_worker")
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 FIXED_CORPORA = ("builtin", "multi30k", "files")
 
 
-@dataclass
-class DataConfig:
-    corpus: str = "builtin"
-    data_dir: str | None = None
-    source_lang: str = "en"
-    target_lang: str = "de"
-    train_files: list[str] | None = None
-    valid_files: list[str] | None = None
-    test_files: list[str] | None = None
-    max_length: int = 64
-    seed: int = 0
+class ConfigError(ValueError):
+    """An invalid recipe: the message names the key and the value."""
 
 
-@dataclass
-class TokenizerConfig:
-    vocab_size: int = 8000
-    path: str | None = None
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, validate_assignment=True)
 
 
-@dataclass
-class ModelConfig:
-    preset: str = "tiny"
-    overrides: dict[str, Any] = field(default_factory=dict)
+class DataConfig(_Section):
+    """`data`: the parallel corpus and how long its sentences may be."""
+
+    corpus: str = Field(
+        "builtin",
+        description="builtin, multi30k, files, or tfds:NAME (a TFDS data set)",
+    )
+    data_dir: str | None = Field(
+        None,
+        description="multi30k, tfds: an existing directory with the data; "
+        "null downloads it to the default cache",
+    )
+    source_lang: str = Field("en", description="source language code")
+    target_lang: str = Field("de", description="target language code")
+    train_files: list[str] | None = Field(
+        None, description="files: [source_path, target_path] (required)"
+    )
+    valid_files: list[str] | None = Field(
+        None, description="files: [source_path, target_path]"
+    )
+    test_files: list[str] | None = Field(
+        None, description="files: [source_path, target_path]"
+    )
+    max_length: int = Field(
+        64,
+        ge=1,
+        description="longest sentence kept, in tokens; longer pairs "
+        "are dropped and counted",
+    )
+    seed: int = Field(0, ge=0, description="seed of the built-in corpus")
+
+    @field_validator("corpus")
+    @classmethod
+    def _known_corpus(cls, corpus: str) -> str:
+        if corpus in FIXED_CORPORA or (corpus.startswith("tfds:") and corpus[5:]):
+            return corpus
+        raise ValueError("expected builtin, multi30k, files or tfds:NAME")
+
+    @field_validator("train_files", "valid_files", "test_files")
+    @classmethod
+    def _a_pair(cls, files: list[str] | None) -> list[str] | None:
+        if files is not None and len(files) != 2:
+            raise ValueError("expected [source_path, target_path]")
+        return files
+
+    @model_validator(mode="after")
+    def _files_need_train_files(self) -> DataConfig:
+        if self.corpus == "files" and self.train_files is None:
+            raise _KeyError("train_files", None, "required when data.corpus is files")
+        return self
 
 
-@dataclass
-class TrainingConfig:
-    token_budget: int = 4096
-    warmup_steps: int = 4000
-    lr_scale: float = 1.0
-    label_smoothing: float = 0.1
-    epochs: int | None = None
-    steps: int | None = None
-    minutes: float | None = None
-    strategy: str = "default"
-    mixed_precision: str = "float32"
-    jit_compile: bool = False
-    average_last: int = 5
-    checkpoint_minutes: float = 10.0
-    snapshot_minutes: list[float] = field(default_factory=list)
-    validate: bool = True
-    seed: int = 0
+class TokenizerConfig(_Section):
+    """`tokenizer`: the shared SentencePiece vocabulary."""
+
+    vocab_size: int = Field(
+        8000, ge=5, description="ids in the shared source and target vocabulary"
+    )
+    path: str | None = Field(
+        None, description="a saved tokenizer to use instead of training one"
+    )
 
 
-@dataclass
-class EvaluationConfig:
-    beam_size: int = 4
-    alpha: float = 0.6
-    batch_tokens: int = 4096
+class ModelOverrides(_Section):
+    """`model.overrides`: `Transformer` arguments that replace the preset's."""
+
+    num_layers: int | None = Field(None, ge=1, description="N, layers per stack")
+    d_model: int | None = Field(None, ge=1, description="model dimension")
+    num_heads: int | None = Field(None, ge=1, description="attention heads h")
+    d_ff: int | None = Field(None, ge=1, description="feed-forward inner size")
+    dropout: float | None = Field(None, ge=0, lt=1, description="P_drop")
+    max_length: int | None = Field(
+        None,
+        ge=1,
+        description="longest sequence the model takes (default: "
+        "data.max_length, at least 64)",
+    )
+    learned_positions: bool | None = Field(
+        None, description="learned positional embeddings instead of sinusoids"
+    )
+    norm_first: bool | None = Field(None, description="pre-LN sublayers")
+    attention_dropout: float | None = Field(
+        None, ge=0, lt=1, description="dropout on attention weights"
+    )
+
+    def given(self) -> dict[str, Any]:
+        """The overrides the recipe sets."""
+        return self.model_dump(exclude_none=True)
 
 
-@dataclass
-class Config:
-    """A whole training recipe; see the module docstring for every key."""
+class ModelConfig(_Section):
+    """`model`: a preset size, and arguments that replace the preset's."""
 
-    data: DataConfig = field(default_factory=DataConfig)
-    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    training: TrainingConfig = field(default_factory=TrainingConfig)
-    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
-    output_dir: str = "runs/default"
+    preset: Literal[tuple(PRESETS)] = Field(  # type: ignore[valid-type]
+        "tiny", description="base, big (the paper's), small or tiny"
+    )
+    overrides: ModelOverrides = Field(
+        default_factory=ModelOverrides,
+        description="any Transformer argument, e.g. {num_layers: 3}",
+    )
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> ModelConfig:
+        params = {**PRESETS[self.preset], **self.overrides.given()}
+        if params["d_model"] % params["num_heads"]:
+            raise _KeyError(
+                "overrides.num_heads",
+                params["num_heads"],
+                f"must divide d_model={params['d_model']}",
+            )
+        return self
+
+    def arguments(self, vocab_size: int, data_max_length: int) -> dict[str, Any]:
+        """`Transformer` keyword arguments: preset, then overrides."""
+        return {
+            "vocab_size": vocab_size,
+            **PRESETS[self.preset],
+            "max_length": max(data_max_length, 64),
+            **self.overrides.given(),
+        }
+
+
+class TrainingConfig(_Section):
+    """`training`: batches, schedule, budget, distribution, checkpoints."""
+
+    token_budget: int = Field(
+        4096, ge=1, description="source (and target) token positions per batch"
+    )
+    warmup_steps: int = Field(4000, ge=1, description="warm-up of the schedule")
+    lr_scale: float = Field(1.0, gt=0, description="multiplies the paper's rate")
+    label_smoothing: float = Field(0.1, ge=0, lt=1, description="epsilon_ls")
+    epochs: int | None = Field(None, ge=1, description="stop after this many epochs")
+    steps: int | None = Field(
+        None, ge=1, description="... or this many optimizer steps"
+    )
+    minutes: float | None = Field(
+        None, gt=0, description="... or minutes of training, whichever first"
+    )
+    strategy: Literal["default", "mirrored", "multi_worker"] = Field(
+        "default", description="default, mirrored or multi_worker"
+    )
+    mixed_precision: Literal["float32", "mixed_float16", "mixed_bfloat16"] = Field(
+        "float32", description="float32, mixed_float16 or mixed_bfloat16"
+    )
+    jit_compile: bool = Field(False, description="compile the whole step with XLA")
+    average_last: int = Field(
+        5, ge=0, description="average the last N checkpoints at the end (0: off)"
+    )
+    checkpoint_minutes: float = Field(
+        10.0,
+        gt=0,
+        description="how often weights (for averaging) and the "
+        "training state (for resuming) are written",
+    )
+    snapshot_minutes: list[float] = Field(
+        default_factory=list,
+        description="save the whole model after these minutes, e.g. [10, 20]",
+    )
+    validate_: bool = Field(
+        True, alias="validate", description="score the validation split each epoch"
+    )
+    seed: int = Field(0, ge=0, description="seed of weights, dropout and data order")
+
+    model_config = ConfigDict(
+        extra="forbid", strict=True, validate_assignment=True, populate_by_name=True
+    )
+
+    @field_validator("snapshot_minutes")
+    @classmethod
+    def _positive_minutes(cls, minutes: list[float]) -> list[float]:
+        if any(m <= 0 for m in minutes):
+            raise ValueError("expected a list of numbers > 0")
+        return minutes
+
+    @property
+    def validate(self) -> bool:  # `validate` is also a pydantic method name
+        return self.validate_
+
+    @model_validator(mode="after")
+    def _multi_worker_counts_steps(self) -> TrainingConfig:
+        if self.strategy == "multi_worker" and self.steps is None:
+            raise _KeyError(
+                "steps",
+                None,
+                "required with strategy multi_worker (its loop "
+                "counts steps, not epochs or minutes)",
+            )
+        return self
+
+
+class EvaluationConfig(_Section):
+    """`evaluation`: the search that scores the test split."""
+
+    beam_size: int = Field(4, ge=1, description="beam size; 1 is greedy search")
+    alpha: float = Field(0.6, ge=0, description="length penalty")
+    batch_tokens: int = Field(
+        4096, ge=1, description="source tokens per beam-search batch"
+    )
+
+
+class Config(_Section):
+    """A whole training recipe; see `docs/config.md` for every key."""
+
+    data: DataConfig = Field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
+    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    output_dir: str = Field("runs/default", description="where the run is written")
+
+    @model_validator(mode="after")
+    def _sizes_fit(self) -> Config:
+        if self.training.token_budget < self.data.max_length:
+            raise _KeyError(
+                "training.token_budget",
+                self.training.token_budget,
+                f"must hold one sentence of data.max_length={self.data.max_length}",
+            )
+        model_max = self.model.overrides.max_length
+        if model_max is not None and model_max < self.data.max_length:
+            raise _KeyError(
+                "model.overrides.max_length",
+                model_max,
+                f"must be at least data.max_length={self.data.max_length}",
+            )
+        return self
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The recipe as plain data, every key included (as YAML writes it)."""
+        data = self.model_dump(by_alias=True, mode="json")
+        data["model"]["overrides"] = self.model.overrides.given()
+        return data
 
 
-_SECTIONS = {
-    "data": DataConfig,
-    "tokenizer": TokenizerConfig,
-    "model": ModelConfig,
-    "training": TrainingConfig,
-    "evaluation": EvaluationConfig,
-}
+class _KeyError(ValueError):
+    """Raised inside validators: names a key relative to the model checked."""
+
+    def __init__(self, key: str, value: Any, expected: str) -> None:
+        super().__init__(expected)
+        self.key, self.value, self.expected = key, value, expected
 
 
-def load_config(path: str | Path) -> Config:
+def load_config(path: str | Path, overrides: dict | None = None) -> Config:
     """Reads and checks a YAML recipe.
 
     Args:
         path: the YAML file.
+        overrides: `{"training.steps": 100, ...}`, set before checking (the
+            command line's options).
 
     Returns:
-        A validated `Config`.
+        A valid `Config`.
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: unknown key or invalid value, naming it.
+        ConfigError: invalid YAML, an unknown key or an invalid value.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Config file not found: {path}")
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return config_from_dict(raw, source=str(path))
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f", line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or "not valid YAML"
+        raise ConfigError(f"{path}{where}: {problem}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    return config_from_dict(raw, source=str(path), overrides=overrides)
 
 
-def config_from_dict(raw: dict, source: str = "config") -> Config:
+def config_from_dict(
+    raw: Any, source: str = "config", overrides: dict | None = None
+) -> Config:
     """Builds and checks a `Config` from nested dicts (as read from YAML).
 
-    Example:
+    Args:
+        raw: the recipe (`None` for an empty one).
+        source: names the recipe in error messages.
+        overrides: dotted keys and values set before checking.
 
-    >>> config_from_dict({"model": {"preset": "small"}}).model.preset
-    'small'
-    >>> config_from_dict({"training": {"stepz": 5}})
-    Traceback (most recent call last):
-    ...
-    ValueError: config: unknown key `training.stepz`; known keys: ...
+    Raises:
+        ConfigError: names the first invalid key and its value.
     """
+    raw = {} if raw is None else raw
     if not isinstance(raw, dict):
-        raise ValueError(f"{source}: expected a mapping at the top level.")
-    sections = {}
-    for key, value in raw.items():
-        if key == "output_dir":
-            continue
-        if key not in _SECTIONS:
-            raise ValueError(
-                f"{source}: unknown key `{key}`; known keys: "
-                f"{', '.join([*_SECTIONS, 'output_dir'])}"
-            )
-        cls = _SECTIONS[key]
-        value = value or {}
-        if not isinstance(value, dict):
-            raise ValueError(f"{source}: `{key}` must be a mapping.")
-        known = [f.name for f in dataclasses.fields(cls)]
-        for name in value:
-            if name not in known:
-                raise ValueError(
-                    f"{source}: unknown key `{key}.{name}`; known keys: "
-                    f"{', '.join(known)}"
-                )
-        sections[key] = cls(**value)
-    config = Config(**sections)
-    if "output_dir" in raw:
-        config.output_dir = str(raw["output_dir"])
-    validate(config, source)
-    return config
+        raise ConfigError(f"{source}: expected a mapping of sections, got {raw!r}")
+    raw = {key: value for key, value in raw.items()}
+    for dotted, value in (overrides or {}).items():
+        section, _, key = dotted.partition(".")
+        if key:
+            raw[section] = {**(raw.get(section) or {}), key: value}
+        else:
+            raw[section] = value
+    # An empty section (`training:` alone) means its defaults.
+    raw = {
+        key: {} if value is None and key != "output_dir" else value
+        for key, value in raw.items()
+    }
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as error:
+        raise ConfigError(_message(error, raw, source)) from None
 
 
-def validate(config: Config, source: str = "config") -> None:
-    """Raises `ValueError` naming the first invalid value of `config`."""
-
-    def fail(key, value, expected):
-        raise ValueError(f"{source}: invalid `{key}`: {value!r} ({expected})")
-
-    def positive(key, value, allow_none=False):
-        if value is None and allow_none:
-            return
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            fail(key, value, "expected a positive number")
-
-    d, t, m, tr, e = (
-        config.data,
-        config.tokenizer,
-        config.model,
-        config.training,
-        config.evaluation,
-    )
-    if d.corpus not in FIXED_CORPORA and not d.corpus.startswith("tfds:"):
-        fail("data.corpus", d.corpus, "expected builtin, multi30k, tfds:NAME or files")
-    if d.corpus == "files" and not d.train_files:
-        fail("data.train_files", d.train_files, "required when data.corpus is files")
+def check_paths(config: Config) -> None:
+    """Raises `ConfigError` for a file or directory the recipe names that is
+    missing (nothing is created or downloaded in its place)."""
+    d = config.data
+    if d.data_dir is not None and not os.path.isdir(d.data_dir):
+        hint = (
+            "; leave it out to download to the default cache"
+            if (d.corpus != "files")
+            else ""
+        )
+        raise ConfigError(f"data.data_dir: no such directory: {d.data_dir!r}{hint}")
     for key in ("train_files", "valid_files", "test_files"):
-        value = getattr(d, key)
-        if value is not None and (not isinstance(value, list) or len(value) != 2):
-            fail(f"data.{key}", value, "expected [source_path, target_path]")
-    positive("data.max_length", d.max_length)
-    positive("tokenizer.vocab_size", t.vocab_size)
-    if m.preset not in PRESETS:
-        fail("model.preset", m.preset, f"expected one of {sorted(PRESETS)}")
-    _validate_model(m, fail)
-    positive("training.token_budget", tr.token_budget)
-    positive("training.warmup_steps", tr.warmup_steps)
-    positive("training.lr_scale", tr.lr_scale)
-    if not 0.0 <= tr.label_smoothing < 1.0:
-        fail("training.label_smoothing", tr.label_smoothing, "expected 0 <= x < 1")
-    for key in ("epochs", "steps", "minutes"):
-        positive(f"training.{key}", getattr(tr, key), allow_none=True)
-    if tr.strategy not in STRATEGIES:
-        fail("training.strategy", tr.strategy, f"expected one of {STRATEGIES}")
-    if tr.mixed_precision not in PRECISIONS:
-        fail(
-            "training.mixed_precision",
-            tr.mixed_precision,
-            f"expected one of {PRECISIONS}",
-        )
-    if not isinstance(tr.average_last, int) or tr.average_last < 0:
-        fail("training.average_last", tr.average_last, "expected an integer >= 0")
-    positive("training.checkpoint_minutes", tr.checkpoint_minutes)
-    if not isinstance(tr.validate, bool):
-        fail("training.validate", tr.validate, "expected true or false")
-    snapshots = tr.snapshot_minutes
-    if not isinstance(snapshots, list) or not all(
-        isinstance(m, (int, float)) and not isinstance(m, bool) and m > 0
-        for m in snapshots
-    ):
-        fail("training.snapshot_minutes", snapshots, "expected a list of numbers > 0")
-    positive("evaluation.beam_size", e.beam_size)
-    positive("evaluation.batch_tokens", e.batch_tokens)
-    if e.alpha < 0:
-        fail("evaluation.alpha", e.alpha, "expected a number >= 0")
+        for path in getattr(d, key) or ():
+            if not os.path.isfile(path):
+                raise ConfigError(f"data.{key}: no such file: {path!r}")
+    path = config.tokenizer.path
+    if path is not None and not os.path.exists(path):
+        raise ConfigError(f"tokenizer.path: no such tokenizer: {path!r}")
 
 
-def _validate_model(m: ModelConfig, fail) -> None:
-    if not isinstance(m.overrides, dict):
-        fail("model.overrides", m.overrides, "expected a mapping")
-    params = {**PRESETS[m.preset], **m.overrides}
-    allowed = inspect.signature(Transformer).parameters
-    for name, value in m.overrides.items():
-        if name not in allowed or name == "vocab_size":
-            fail(f"model.overrides.{name}", value, "not a Transformer argument")
-    for name in ("dropout", "attention_dropout"):
-        value = params.get(name, 0.0)
-        if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-            fail(f"model.overrides.{name}", value, "expected 0 <= x < 1")
-    if params["d_model"] % params["num_heads"]:
-        fail(
-            "model.overrides.num_heads",
-            params["num_heads"],
-            f"must divide d_model={params['d_model']}",
-        )
+def _message(error: ValidationError, raw: dict, source: str) -> str:
+    """One line for the first error: the dotted key, the value, the rule."""
+    first = error.errors()[0]
+    location = [str(part) for part in first["loc"] if part != "validate_"]
+    if first["type"] == "extra_forbidden":
+        dotted = ".".join(location)
+        known = _known_keys(location[:-1])
+        close = difflib.get_close_matches(location[-1], known, n=1)
+        parent = ".".join(location[:-1])
+        if close:
+            suggestion = f"{parent}.{close[0]}" if parent else close[0]
+            return f"{source}: unknown key {dotted}; did you mean {suggestion}?"
+        return f"{source}: unknown key {dotted}; known keys: {', '.join(known)}"
+    cause = first.get("ctx", {}).get("error")
+    if isinstance(cause, _KeyError):
+        # A cross-key rule: the key it names, relative to the model checked.
+        key = ".".join([*location, cause.key]) if location else cause.key
+        return f"{source}: {key}: {cause.value!r} ({cause.expected})"
+    dotted = ".".join(location) or "(top level)"
+    message = first["msg"].removeprefix("Value error, ")
+    return f"{source}: {dotted}: {first['input']!r} ({message})"
+
+
+def _known_keys(location: list[str]) -> list[str]:
+    model: type[BaseModel] = Config
+    for part in location:
+        field = model.model_fields.get(part)
+        annotation = getattr(field, "annotation", None)
+        if not (inspect.isclass(annotation) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return [field.alias or name for name, field in model.model_fields.items()]
+
+
+def reference_markdown() -> str:
+    """`docs/config.md`: every key of the schema, its type, default and rule."""
+    lines = [
+        "# Recipe reference",
+        "",
+        "Every key a training recipe (`keras-transformer train --config "
+        "FILE.yaml`) may set, generated from the schema in "
+        "`keras_transformer/config.py` (`python -m keras_transformer.config > "
+        "docs/config.md`; a test checks this page is current). Types are "
+        "exact: a number where a number is expected, an integer where an "
+        "integer is, `true`/`false` for a boolean.",
+        "",
+    ]
+    sections = [
+        ("data", DataConfig),
+        ("tokenizer", TokenizerConfig),
+        ("model", ModelConfig),
+        ("model.overrides", ModelOverrides),
+        ("training", TrainingConfig),
+        ("evaluation", EvaluationConfig),
+    ]
+    lines += ["| key | type | default | meaning |", "|---|---|---|---|"]
+    lines.append(
+        f"| `output_dir` | string | `{Config.model_fields['output_dir'].default}` "
+        f"| {Config.model_fields['output_dir'].description} |"
+    )
+    for prefix, model in sections:
+        for name, field in model.model_fields.items():
+            if prefix == "model" and name == "overrides":
+                continue
+            key = f"{prefix}.{field.alias or name}"
+            default = (
+                field.default_factory() if field.default_factory else field.default
+            )
+            default = "[]" if default == [] else yaml.safe_dump(default).strip()
+            default = default.removesuffix("\n...").strip()
+            lines.append(
+                f"| `{key}` | {_type_name(field)} | `{default}` "
+                f"| {field.description}{_rule(field)} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _type_name(field) -> str:
+    annotation = field.annotation
+    text = annotation.__name__ if inspect.isclass(annotation) else str(annotation)
+    names = {"int": "integer", "float": "number", "bool": "boolean", "str": "string"}
+    for python, yaml_name in names.items():
+        text = text.replace(python, yaml_name)
+    text = text.replace("list[number]", "list of numbers")
+    text = text.replace("list[string]", "list of strings")
+    text = text.replace(" | None", " or null").replace("typing.Literal", "one of ")
+    return text.replace("'", "")
+
+
+def _rule(field) -> str:
+    bounds = []
+    for constraint in field.metadata:
+        for attribute, symbol in (("ge", ">="), ("gt", ">"), ("lt", "<")):
+            value = getattr(constraint, attribute, None)
+            if value is not None:
+                bounds.append(f"{symbol} {value}")
+    return f" ({', '.join(bounds)})" if bounds else ""
+
+
+if __name__ == "__main__":
+    print(reference_markdown(), end="")

@@ -8,7 +8,8 @@ import sys
 import pytest
 import yaml
 
-from keras_transformer import cli, pipeline
+from keras_transformer import cli
+from keras_transformer.jobs.run_dir import load_trained
 
 SOURCES = ["one cat", "two cats", "three dogs", "a dog", "four birds", "one bird"]
 TARGETS = [
@@ -99,7 +100,7 @@ def test_train_evaluate_translate_export(tmp_path):
     # A snapshot is a model directory of its own, taken after step 1.
     snapshot = out / "snapshots" / "minute_0.0001"
     assert json.loads((snapshot / "snapshot.json").read_text())["step"] == 1
-    model, tokenizer = pipeline.load_trained(snapshot)
+    model, tokenizer = load_trained(snapshot)
     assert tokenizer.vocab_size == model.vocab_size
 
     # `train` exported the translator that `translate` loads.

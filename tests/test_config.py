@@ -1,10 +1,20 @@
 """Recipes: every shipped config loads; bad keys and values are named."""
 
+import inspect
 from pathlib import Path
 
 import pytest
 
-from keras_transformer.config import Config, config_from_dict, load_config
+from keras_transformer.config import (
+    Config,
+    ConfigError,
+    ModelOverrides,
+    check_paths,
+    config_from_dict,
+    load_config,
+    reference_markdown,
+)
+from keras_transformer.models import Transformer
 
 CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
 
@@ -57,37 +67,140 @@ def test_empty_recipe_gets_documented_defaults():
 @pytest.mark.parametrize(
     "raw, message",
     [
-        ({"trainig": {}}, "unknown key `trainig`"),
-        ({"training": {"stepz": 3}}, "unknown key `training.stepz`"),
+        ({"trainig": {}}, "unknown key trainig; did you mean training?"),
+        (
+            {"training": {"stepz": 3}},
+            r"unknown key training.stepz; did you mean training.steps\?",
+        ),
+        (
+            {"model": {"overrides": {"colour": "red"}}},
+            "unknown key model.overrides.colour; known keys: num_layers",
+        ),
         (
             {"model": {"overrides": {"dropout": -0.1}}},
-            r"`model.overrides.dropout`: -0.1",
+            r"model.overrides.dropout: -0.1 \(",
         ),
         (
             {"model": {"overrides": {"num_heads": 3}}},
-            r"`model.overrides.num_heads`: 3 \(must divide d_model=128\)",
+            r"model.overrides.num_heads: 3 \(must divide d_model=128\)",
         ),
-        ({"model": {"overrides": {"colour": "red"}}}, "model.overrides.colour"),
-        ({"model": {"preset": "huge"}}, "`model.preset`: 'huge'"),
-        ({"training": {"strategy": "tpu"}}, "`training.strategy`: 'tpu'"),
-        ({"training": {"minutes": -5}}, "`training.minutes`: -5"),
-        ({"training": {"label_smoothing": 1.5}}, "`training.label_smoothing`: 1.5"),
-        ({"training": {"mixed_precision": "fp8"}}, "`training.mixed_precision`"),
-        ({"data": {"corpus": "wikipedia"}}, "`data.corpus`: 'wikipedia'"),
-        ({"data": {"corpus": "files"}}, "`data.train_files`"),
-        ({"data": {"train_files": ["only_one"]}}, "`data.train_files`"),
-        ({"evaluation": {"beam_size": 0}}, "`evaluation.beam_size`: 0"),
-        ({"training": {"validate": "no"}}, "`training.validate`: 'no'"),
-        ({"training": {"snapshot_minutes": 10}}, "`training.snapshot_minutes`: 10"),
+        ({"model": {"overrides": {"num_layers": 0}}}, "model.overrides.num_layers: 0"),
+        (
+            {"model": {"overrides": {"max_length": 48}}},
+            r"model.overrides.max_length: 48 \(must be at least data.max_length=64\)",
+        ),
+        ({"model": {"preset": "huge"}}, "model.preset: 'huge'"),
+        ({"training": {"strategy": "tpu"}}, "training.strategy: 'tpu'"),
+        ({"training": {"minutes": -5}}, "training.minutes: -5"),
+        ({"training": {"label_smoothing": 1.5}}, "training.label_smoothing: 1.5"),
+        ({"training": {"mixed_precision": "fp8"}}, "training.mixed_precision: 'fp8'"),
+        ({"data": {"corpus": "wikipedia"}}, "data.corpus: 'wikipedia'"),
+        ({"data": {"corpus": "files"}}, "data.train_files: None"),
+        ({"data": {"train_files": ["only_one"]}}, r"data.train_files: \['only_one'\]"),
+        ({"evaluation": {"beam_size": 0}}, "evaluation.beam_size: 0"),
+        ({"training": {"snapshot_minutes": 10}}, "training.snapshot_minutes: 10"),
         (
             {"training": {"snapshot_minutes": [10, -1]}},
-            r"`training.snapshot_minutes`: \[10, -1\]",
+            r"training.snapshot_minutes: \[10, -1\] \(expected a list of numbers > 0\)",
         ),
+        ({"training": {"token_budget": 10}}, "training.token_budget: 10"),
+        (
+            {"training": {"strategy": "multi_worker"}},
+            "training.steps: None .required with strategy multi_worker",
+        ),
+        ({"output_dir": 5}, "output_dir: 5"),
+        ([1, 2], "expected a mapping of sections"),
+        # Exact types: no string for a number, float for an integer, string
+        # for a boolean.
+        (
+            {"evaluation": {"alpha": "0.6"}},
+            r"evaluation.alpha: '0.6' \(Input should be a valid number",
+        ),
+        (
+            {"training": {"steps": 2.5}},
+            r"training.steps: 2.5 \(Input should be a valid integer",
+        ),
+        (
+            {"training": {"jit_compile": "yes"}},
+            r"training.jit_compile: 'yes' \(Input should be a valid boolean",
+        ),
+        ({"training": {"validate": "no"}}, "training.validate: 'no'"),
+        ({"data": {"max_length": True}}, "data.max_length: True"),
     ],
 )
-def test_invalid_recipes_name_the_key(raw, message):
-    with pytest.raises(ValueError, match=message):
-        config_from_dict(raw)
+def test_invalid_recipes_name_the_key_and_value(raw, message):
+    with pytest.raises(ConfigError, match=message) as error:
+        config_from_dict(raw, source="recipe.yaml")
+    assert str(error.value).startswith("recipe.yaml: ")
+    assert "\n" not in str(error.value)  # one line
+
+
+def test_overrides_replace_the_preset_and_max_length_works():
+    config = config_from_dict(
+        {
+            "data": {"max_length": 48},
+            "model": {"preset": "small", "overrides": {"max_length": 48, "d_ff": 64}},
+        }
+    )
+    arguments = config.model.arguments(vocab_size=100, data_max_length=48)
+    assert arguments["max_length"] == 48 and arguments["d_ff"] == 64
+    assert arguments["num_layers"] == 3  # the preset's
+    assert Transformer(**arguments).max_length == 48
+
+
+def test_model_overrides_cover_the_model_arguments():
+    # The schema's overrides are the Transformer's arguments, so neither can
+    # grow without the other.
+    parameters = set(inspect.signature(Transformer).parameters) - {
+        "vocab_size",
+        "kwargs",
+    }
+    assert set(ModelOverrides.model_fields) == parameters
+
+
+def test_command_line_overrides_are_checked(tmp_path):
+    path = tmp_path / "recipe.yaml"
+    path.write_text("training: {steps: 5}\n")
+    assert load_config(path, {"training.steps": 7}).training.steps == 7
+    with pytest.raises(ConfigError, match="training.minutes: 0"):
+        load_config(path, {"training.minutes": 0})
+
+
+def test_invalid_yaml_names_the_file_and_line(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("training:\n  steps: [\n")
+    with pytest.raises(ConfigError, match=r"broken.yaml, line 3: "):
+        load_config(path)
+
+
+def test_paths_named_by_the_recipe_must_exist(tmp_path):
+    config = config_from_dict(
+        {"data": {"corpus": "multi30k", "data_dir": str(tmp_path / "mistyped")}}
+    )
+    with pytest.raises(ConfigError, match="data.data_dir: no such directory"):
+        check_paths(config)
+    assert not (tmp_path / "mistyped").exists()  # not created
+    config = config_from_dict(
+        {"data": {"corpus": "files", "train_files": ["a.en", "a.de"]}}
+    )
+    with pytest.raises(ConfigError, match="data.train_files: no such file: 'a.en'"):
+        check_paths(config)
+
+
+def test_the_recipe_reference_in_the_docs_is_current():
+    page = Path(__file__).parent.parent / "docs" / "config.md"
+    assert page.read_text(encoding="utf-8") == reference_markdown(), (
+        "docs/config.md is out of date: "
+        "python -m keras_transformer.config > docs/config.md"
+    )
+
+
+def test_to_dict_round_trips():
+    config = config_from_dict(
+        {"model": {"overrides": {"num_layers": 1}}, "training": {"validate": False}}
+    )
+    assert config_from_dict(config.to_dict()) == config
+    assert config.to_dict()["training"]["validate"] is False
 
 
 def test_missing_config_file(tmp_path):

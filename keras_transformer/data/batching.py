@@ -100,6 +100,7 @@ def make_batches(
     seed: int | None = None,
     cache: bool = True,
     with_stats: bool = False,
+    epochs_from: int | None = None,
 ) -> tf.data.Dataset | tuple[tf.data.Dataset, BatchStats]:
     """Teacher-forcing batches, bucketed by length under a token budget.
 
@@ -142,11 +143,18 @@ def make_batches(
             in memory after the first epoch. The tokenized pairs are always
             kept.
         with_stats: also return the `BatchStats`.
+        epochs_from: instead of one epoch, the endless stream of epochs
+            from this one on, each shuffled by a seed made of `seed` and its
+            number: the stream from epoch `e` is the stream from epoch 0
+            without its first `e` epochs, so a resumed run reads exactly the
+            batches an uninterrupted one would (`stream.skip(n)` from inside
+            an epoch). Needs `shuffle` and `seed`.
 
     Returns:
         A `tf.data.Dataset` of `((source_ids, target_in), target_out)`, all
         `int32` `(B, L)`, with 0 padding, whose cardinality is the number of
-        batches per epoch; with `with_stats`, the pair `(dataset, stats)`.
+        batches per epoch (infinite with `epochs_from`); with `with_stats`,
+        the pair `(dataset, stats)`.
 
     Raises:
         ValueError: `token_budget` is smaller than `max_length`, a bucket
@@ -174,6 +182,11 @@ def make_batches(
     """
     if max_length < 1:
         raise ValueError(f"max_length must be positive. Received: {max_length}")
+    if epochs_from is not None and (not shuffle or seed is None or epochs_from < 0):
+        raise ValueError(
+            "epochs_from needs shuffle=True, a seed and a number >= 0. Received: "
+            f"epochs_from={epochs_from}, shuffle={shuffle}, seed={seed}"
+        )
     if token_budget < max_length:
         raise ValueError(
             "token_budget must hold at least one sequence of max_length tokens. "
@@ -207,7 +220,7 @@ def make_batches(
     target_in = tf.concat([_column(target.nrows(), START_ID), target], axis=1)
     target_out = tf.concat([target, _column(target.nrows(), END_ID)], axis=1)
 
-    buckets = []
+    padded_buckets = []  # (bucket, batch size, (source_ids, target_in, target_out))
     batch_counts = []
     for bucket, (length, size) in enumerate(
         zip(bucket_lengths, batch_sizes, strict=True)
@@ -223,19 +236,7 @@ def make_batches(
             )
             for ids in (source_ids, target_in, target_out)
         )
-        rows = tf.data.Dataset.range(indices.size)
-        if shuffle:
-            rows = rows.shuffle(
-                min(indices.size, shuffle_buffer or indices.size),
-                seed=None if seed is None else seed + bucket,
-                reshuffle_each_iteration=True,
-            )
-        batches = rows.batch(size).map(
-            lambda rows, padded=padded: tuple(tf.gather(ids, rows) for ids in padded),
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=True,
-        )
-        buckets.append(batches)
+        padded_buckets.append((bucket, size, padded))
         batch_counts.append(-(-indices.size // size))
 
     stats = BatchStats(
@@ -252,33 +253,91 @@ def make_batches(
     )
     _log(stats, max_length, getattr(pairs, "name", ""))
 
-    if not buckets:
+    if not padded_buckets:
         raise ValueError(
             f"No pair left to batch: {stats.pairs} pairs, {stats.too_long} "
             f"longer than max_length={max_length}, {stats.empty} empty"
         )
-    if shuffle and len(buckets) > 1:
-        # Buckets are drawn in proportion to their batches, so they tend to
-        # run out together; the draw changes every epoch.
-        dataset = tf.data.Dataset.sample_from_datasets(
-            buckets,
-            weights=[count / sum(batch_counts) for count in batch_counts],
-            seed=seed,
-            stop_on_empty_dataset=False,
-            rerandomize_each_iteration=True,
-        )
-    else:
+
+    def epoch(epoch_seed, reshuffle):
+        """One epoch's batches, reshuffled at every iteration."""
+        buckets = []
+        for bucket, size, padded in padded_buckets:
+            rows = tf.data.Dataset.range(padded[0].shape[0])
+            if shuffle:
+                rows = rows.shuffle(
+                    min(padded[0].shape[0], shuffle_buffer or padded[0].shape[0]),
+                    seed=None if epoch_seed is None else epoch_seed + bucket,
+                    reshuffle_each_iteration=reshuffle,
+                )
+            buckets.append(
+                rows.batch(size).map(
+                    lambda rows, padded=padded: tuple(
+                        tf.gather(ids, rows) for ids in padded
+                    ),
+                    num_parallel_calls=tf.data.AUTOTUNE,
+                    deterministic=True,
+                )
+            )
+        if shuffle and len(buckets) > 1:
+            # Buckets are drawn in proportion to their batches, so they tend
+            # to run out together; the draw changes every epoch.
+            return tf.data.Dataset.sample_from_datasets(
+                buckets,
+                weights=[count / sum(batch_counts) for count in batch_counts],
+                seed=epoch_seed,
+                stop_on_empty_dataset=False,
+                rerandomize_each_iteration=reshuffle,
+            )
         dataset = buckets[0]
         for batches in buckets[1:]:
             dataset = dataset.concatenate(batches)
+        return dataset
+
+    def seeded_epoch(number):
+        """Epoch `number`, shuffled by stateless ops seeded by (seed, number)."""
+        buckets = []
+        for bucket, size, padded in padded_buckets:
+            order = tf.random.experimental.stateless_shuffle(
+                tf.range(padded[0].shape[0], dtype=tf.int64),
+                seed=tf.stack([tf.constant(seed, tf.int64) + bucket, number]),
+            )
+            buckets.append(
+                tf.data.Dataset.from_tensor_slices(order)
+                .batch(size)
+                .map(
+                    lambda rows, padded=padded: tuple(
+                        tf.gather(ids, rows) for ids in padded
+                    )
+                )
+            )
+        # Each bucket's batches, in an order drawn from the same seed.
+        choices = tf.random.experimental.stateless_shuffle(
+            tf.repeat(
+                tf.range(len(buckets), dtype=tf.int64),
+                tf.constant(batch_counts, tf.int64),
+            ),
+            seed=tf.stack([tf.constant(seed, tf.int64) - 1, number]),
+        )
+        return tf.data.Dataset.choose_from_datasets(
+            buckets, tf.data.Dataset.from_tensor_slices(choices)
+        )
+
+    if epochs_from is None:
+        dataset = epoch(seed, reshuffle=True)
+    else:
+        # Epoch e is shuffled by seeds made of `seed` and e alone, so the
+        # stream from any epoch is the same as from the first one.
+        dataset = tf.data.Dataset.counter(epochs_from).flat_map(seeded_epoch)
     dataset = dataset.map(
         lambda source_ids, target_in, target_out: (
             (source_ids, target_in),
             target_out,
         )
     )
-    # The exact number of batches, so that Keras knows the epoch's length.
-    dataset = dataset.apply(tf.data.experimental.assert_cardinality(stats.batches))
+    if epochs_from is None:
+        # The exact number of batches, so that Keras knows the epoch's length.
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(stats.batches))
     if cache and not shuffle:
         dataset = dataset.cache()
     dataset = dataset.prefetch(2)

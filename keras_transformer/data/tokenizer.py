@@ -268,8 +268,10 @@ class Tokenizer(tf.Module):
         directory = os.fspath(directory)
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, MODEL_FILENAME)
-        with open(path, "wb") as f:
+        temporary = f"{path}.tmp-{os.getpid()}"
+        with open(temporary, "wb") as f:  # then renamed: never half a file
             f.write(self.model_proto)
+        os.replace(temporary, path)
         return path
 
     @classmethod
@@ -281,6 +283,10 @@ class Tokenizer(tf.Module):
 
         Returns:
             A `Tokenizer`.
+
+        Raises:
+            FileNotFoundError: no such file.
+            ValueError: the file is not a SentencePiece model of this layout.
 
         Example:
             >>> import tempfile
@@ -294,7 +300,13 @@ class Tokenizer(tf.Module):
         if os.path.isdir(path):
             path = os.path.join(path, MODEL_FILENAME)
         with open(path, "rb") as f:
-            return cls(f.read())
+            proto = f.read()
+        try:
+            return cls(proto)
+        except RuntimeError as error:  # SentencePiece cannot parse it
+            raise ValueError(
+                f"Cannot read the tokenizer {path}: it looks corrupt ({error})"
+            ) from None
 
     @classmethod
     def train(

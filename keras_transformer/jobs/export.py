@@ -3,17 +3,21 @@
 The result runs with TensorFlow and tensorflow-text only:
 `tf.saved_model.load(path)(tf.constant(["A man rides a bike."]))` translates
 with the exported settings, and `.translate(sentences, beam_size, alpha)`
-with any.
+with any. The SavedModel is written under a temporary name and renamed when
+complete; an existing directory is replaced only if it is a SavedModel and
+`overwrite` is set.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import tensorflow as tf
 
 from keras_transformer.decoding import Translator
 from keras_transformer.decoding.translator import BATCH_TOKENS
+from keras_transformer.jobs.run_dir import load_trained
 
 
 def export_translator(
@@ -22,24 +26,61 @@ def export_translator(
     beam_size: int = 4,
     alpha: float = 0.6,
     batch_tokens: int = BATCH_TOKENS,
+    overwrite: bool = False,
 ) -> str:
     """Writes the translator of the model in `model_dir` to `out_dir`.
 
     Args:
         model_dir: a directory written by `keras-transformer train`.
-        out_dir: where the SavedModel goes.
+        out_dir: where the SavedModel goes: a new or empty directory, or
+            with `overwrite` an earlier SavedModel.
         beam_size: beam size of its default signature (1 = greedy).
         alpha: length penalty of its default signature.
         batch_tokens: source tokens per search batch.
+        overwrite: replace a SavedModel already at `out_dir`.
 
     Returns:
         `out_dir`.
-    """
-    from keras_transformer.pipeline import load_trained
 
+    Raises:
+        FileExistsError: `out_dir` is a file, a directory of other files, or
+            a SavedModel without `overwrite`.
+    """
+    out = Path(out_dir)
+    _check_destination(out, overwrite)
     model, tokenizer = load_trained(model_dir)
     translator = Translator(
         tokenizer, model, beam_size=beam_size, alpha=alpha, batch_tokens=batch_tokens
     )
-    tf.saved_model.save(translator, str(Path(out_dir)))
-    return str(out_dir)
+    temporary = out.with_name(f"{out.name}.tmp-export")
+    shutil.rmtree(temporary, ignore_errors=True)
+    tf.saved_model.save(translator, str(temporary))
+    if out.exists():
+        shutil.rmtree(out)
+    temporary.rename(out)
+    return str(out)
+
+
+def _check_destination(out: Path, overwrite: bool) -> None:
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise FileExistsError(f"--out: {str(out)!r} is a file")
+    entries = {entry.name for entry in out.iterdir()}
+    if not entries:
+        return
+    saved_model = "saved_model.pb" in entries and entries <= {
+        "saved_model.pb",
+        "variables",
+        "assets",
+        "fingerprint.pb",
+    }
+    if not saved_model:
+        raise FileExistsError(
+            f"--out: {str(out)!r} holds files that are not a SavedModel; "
+            "choose a new directory"
+        )
+    if not overwrite:
+        raise FileExistsError(
+            f"--out: {str(out)!r} holds a SavedModel; --overwrite replaces it"
+        )

@@ -25,10 +25,10 @@ from typing import IO
 import tensorflow as tf
 
 from keras_transformer import __version__
+from keras_transformer.jobs.run_dir import TRANSLATOR_DIR
 
 logger = logging.getLogger(__name__)
 
-TRANSLATOR_DIR = "translator"
 CHUNK_LINES = 1000
 """Lines per translator call when reading a file or pipe."""
 
@@ -50,7 +50,7 @@ def load_translator(
     translator = _saved_translator(Path(model_dir) / TRANSLATOR_DIR)
     if translator is None:
         from keras_transformer.decoding import Translator
-        from keras_transformer.pipeline import load_trained
+        from keras_transformer.jobs.run_dir import load_trained
 
         model, tokenizer = load_trained(model_dir)
         translator = Translator(tokenizer, model)
@@ -91,6 +91,34 @@ def _saved_translator(path: Path):
         )
         return None
     return translator
+
+
+def translate_sentences(
+    translator, sentences: list[str], batch_size: int = CHUNK_LINES, progress=False
+) -> list[str]:
+    """Translates `sentences` with a `Translator` (or its SavedModel).
+
+    Args:
+        translator: callable mapping a `(B,)` `tf.string` tensor to `(B,)`.
+        sentences: the sentences.
+        batch_size: sentences per call (the translator sorts and batches
+            each call's sentences by length itself).
+        progress: show a progress bar (on stderr, so stdout stays clean).
+
+    Returns:
+        One translation per sentence, in order.
+    """
+    from tqdm.auto import tqdm
+
+    out: list[str] = []
+    with tqdm(
+        total=len(sentences), unit="sentence", disable=not progress, file=sys.stderr
+    ) as bar:
+        for i in range(0, len(sentences), batch_size):
+            batch = tf.constant(sentences[i : i + batch_size], dtype=tf.string)
+            out.extend(t.decode("utf-8") for t in translator(batch).numpy())
+            bar.update(len(out) - bar.n)
+    return out
 
 
 def read_lines(stream: IO[bytes], name: str) -> Iterator[str]:

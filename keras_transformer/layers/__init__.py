@@ -2,7 +2,6 @@
 
 from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.decoder_layer import DecoderLayer
-from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.encoder import Encoder
 from keras_transformer.layers.encoder_layer import EncoderLayer
 from keras_transformer.layers.masking import causal_mask, merge_masks, padding_mask
@@ -20,7 +19,6 @@ from keras_transformer.layers.shared_embedding import SharedEmbedding
 __all__ = [
     "Decoder",
     "DecoderLayer",
-    "Dropout",
     "Encoder",
     "EncoderLayer",
     "MultiHeadAttention",

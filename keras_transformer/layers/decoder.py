@@ -4,7 +4,6 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.decoder_layer import DecoderLayer
-from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.validation import check_positive_int, check_rate
 
@@ -109,7 +108,7 @@ class Decoder(keras.layers.Layer):
             name="positional_encoding",
         )
         self.positional_encoding.build(input_shape)
-        self.embedding_dropout = Dropout(
+        self.embedding_dropout = keras.layers.Dropout(
             self.dropout, dtype=self.dtype_policy, name="embedding_dropout"
         )
         self.layers = []

@@ -3,7 +3,6 @@
 import keras
 from keras import ops
 
-from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.masking import causal_mask
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.pointwise_feed_forward import PointwiseFeedForward
@@ -121,7 +120,7 @@ class DecoderLayer(keras.layers.Layer):
                 "feed_forward_norm",
             )
         )
-        self.residual_dropout = Dropout(
+        self.residual_dropout = keras.layers.Dropout(
             self.dropout, dtype=self.dtype_policy, name="residual_dropout"
         )
 

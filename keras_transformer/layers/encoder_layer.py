@@ -2,7 +2,6 @@
 
 import keras
 
-from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.pointwise_feed_forward import PointwiseFeedForward
 from keras_transformer.layers.residual import add_norm, head_dim, layer_norm, pre_norm
@@ -95,7 +94,7 @@ class EncoderLayer(keras.layers.Layer):
             layer_norm(self, name, input_shape)
             for name in ("self_attention_norm", "feed_forward_norm")
         )
-        self.residual_dropout = Dropout(
+        self.residual_dropout = keras.layers.Dropout(
             self.dropout, dtype=self.dtype_policy, name="residual_dropout"
         )
 

@@ -5,7 +5,6 @@ import math
 import keras
 from keras import ops
 
-from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.masking import causal_mask, merge_masks
 from keras_transformer.layers.residual import dense, leading_shape
 from keras_transformer.layers.scaled_dot_product_attention import (
@@ -139,7 +138,7 @@ class MultiHeadAttention(keras.layers.Layer):
             if self.use_bias
             else None
         )
-        self.attention_dropout = Dropout(
+        self.attention_dropout = keras.layers.Dropout(
             self.dropout, dtype=self.dtype_policy, name="attention_dropout"
         )
 

@@ -2,7 +2,6 @@
 
 import keras
 
-from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.residual import dense
 from keras_transformer.validation import check_positive_int, check_rate
 
@@ -79,7 +78,7 @@ class PointwiseFeedForward(keras.layers.Layer):
             dtype=self.dtype_policy,
         )
         self.inner.build(input_shape)
-        self.inner_dropout = Dropout(
+        self.inner_dropout = keras.layers.Dropout(
             self.dropout, name="inner_dropout", dtype=self.dtype_policy
         )
         self.outer = keras.layers.Conv1D(

@@ -12,14 +12,12 @@ from keras_transformer.training.distributed import (
     is_chief,
     make_strategy,
 )
-from keras_transformer.training.fused_adam import FusedAdam
 from keras_transformer.training.optimizers import transformer_optimizer
 from keras_transformer.training.precision import set_mixed_precision
 from keras_transformer.training.snapshots import Snapshots
 
 __all__ = [
     "CheckpointAveraging",
-    "FusedAdam",
     "Snapshots",
     "TrainingBudget",
     "average_checkpoints",

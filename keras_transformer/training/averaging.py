@@ -9,6 +9,8 @@ from collections.abc import Sequence
 import keras
 import numpy as np
 
+from keras_transformer.training.state import save_weights_atomically
+
 logger = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike
@@ -132,10 +134,12 @@ class CheckpointAveraging(keras.callbacks.Callback):
     instead, load `callback.checkpoints[-1]`.
 
     The list of kept files lives in the callback object and carries over
-    from one `fit` call to the next; files already in `directory` when it
-    was created are neither averaged nor deleted (same-named ones are
-    overwritten). Under a multi-worker strategy every worker writes, so
-    give each worker its own `directory`.
+    from one `fit` call to the next; a resumed run passes the files its
+    earlier run kept as `checkpoints`. Other files already in `directory`
+    are neither averaged nor deleted (same-named ones are overwritten).
+    Each file is written atomically (under a temporary name, then renamed).
+    Under a multi-worker strategy every worker writes unless `write=False`,
+    so give each writing worker its own `directory`.
 
     Args:
         directory: Where to write the checkpoints; created if needed.
@@ -147,6 +151,17 @@ class CheckpointAveraging(keras.callbacks.Callback):
             with neither, the callback saves after every epoch.
         save_averaged: Whether to also write the averaged weights to
             `directory/averaged.weights.h5`.
+        average_at_end: Whether to average when training ends; `False`
+            leaves that to the caller (`average_checkpoints(model,
+            callback.checkpoints)`), e.g. when one training runs as several
+            `fit` calls.
+        checkpoints: Files written for the same training before (by a run
+            that was stopped and resumed), oldest first, kept as if this
+            callback had written them.
+        write: `False` on workers that must not write files.
+        spare: Older files to keep on disk beyond `keep`, not averaged: a
+            training state written before the newest checkpoint (one a
+            resumed run falls back to) still finds the files it lists.
 
     Example:
 
@@ -173,6 +188,10 @@ class CheckpointAveraging(keras.callbacks.Callback):
         every_n_steps: int | None = None,
         every_n_minutes: float | None = None,
         save_averaged: bool = True,
+        average_at_end: bool = True,
+        checkpoints: Sequence[PathLike] = (),
+        write: bool = True,
+        spare: int = 0,
     ) -> None:
         super().__init__()
         if keep < 1:
@@ -198,7 +217,11 @@ class CheckpointAveraging(keras.callbacks.Callback):
         self.every_n_steps = every_n_steps
         self.every_n_minutes = every_n_minutes
         self.save_averaged = save_averaged
-        self._kept = collections.deque()
+        self.average_at_end = average_at_end
+        self.write = write
+        self.spare = spare
+        self._kept = collections.deque(os.fspath(path) for path in checkpoints)
+        self._spares = collections.deque()
         self._last_saved_step = None
         self._last_save_time = None
         self._interval = 0
@@ -237,6 +260,8 @@ class CheckpointAveraging(keras.callbacks.Callback):
         periodic = self.every_n_steps is not None or self.every_n_minutes is not None
         if periodic and self._step() != self._last_saved_step:
             self._save_step(self._step())
+        if not self.average_at_end:
+            return
         if not self._kept:
             logger.warning(
                 "CheckpointAveraging wrote no checkpoint; the weights are left "
@@ -244,9 +269,9 @@ class CheckpointAveraging(keras.callbacks.Callback):
             )
             return
         average_checkpoints(self.model, self.checkpoints)
-        if self.save_averaged:
+        if self.save_averaged and self.write:
             path = os.path.join(self.directory, "averaged.weights.h5")
-            self.model.save_weights(path)
+            save_weights_atomically(self.model, path)
 
     def get_config(self) -> dict:
         return {
@@ -255,6 +280,10 @@ class CheckpointAveraging(keras.callbacks.Callback):
             "every_n_steps": self.every_n_steps,
             "every_n_minutes": self.every_n_minutes,
             "save_averaged": self.save_averaged,
+            "average_at_end": self.average_at_end,
+            "checkpoints": self.checkpoints,
+            "write": self.write,
+            "spare": self.spare,
         }
 
     def _step(self) -> int:
@@ -265,14 +294,18 @@ class CheckpointAveraging(keras.callbacks.Callback):
         self._last_saved_step = step
 
     def _save(self, filename: str) -> None:
+        if not self.write:
+            return
         path = os.path.join(self.directory, filename)
-        self.model.save_weights(path)
+        save_weights_atomically(self.model, path)
         if path in self._kept:
             self._kept.remove(path)
         self._kept.append(path)
         while len(self._kept) > self.keep:
-            stale = self._kept.popleft()
-            if os.path.exists(stale):
+            self._spares.append(self._kept.popleft())
+        while len(self._spares) > self.spare:
+            stale = self._spares.popleft()
+            if os.path.exists(stale) and stale not in self._kept:
                 os.remove(stale)
         logger.debug("Saved %s; keeping %d checkpoints.", path, len(self._kept))
 

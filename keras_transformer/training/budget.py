@@ -15,14 +15,16 @@ class TrainingBudget(keras.callbacks.Callback):
 
     The check runs after every batch, so training ends within one step of the
     budget; the epoch in progress is cut short. Steps are counted by the
-    optimizer, so a run resumed from a backup keeps counting where it was.
+    optimizer, so a resumed run keeps counting where it was; minutes count
+    from the first `fit` call the callback sees (several calls share one
+    clock) plus `elapsed_minutes`, the minutes trained before a resume.
 
     Args:
         minutes: wall-clock budget in minutes, or `None`.
         steps: total optimizer steps, or `None`.
+        elapsed_minutes: minutes already trained (by an earlier run).
 
     Example:
-
     >>> import numpy as np, keras
     >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     >>> model.compile(loss="mse")
@@ -33,7 +35,12 @@ class TrainingBudget(keras.callbacks.Callback):
     (True, 1)
     """
 
-    def __init__(self, minutes: float | None = None, steps: int | None = None):
+    def __init__(
+        self,
+        minutes: float | None = None,
+        steps: int | None = None,
+        elapsed_minutes: float = 0.0,
+    ):
         super().__init__()
         if minutes is not None and minutes < 0:
             raise ValueError(f"`minutes` must be >= 0. Received: minutes={minutes}")
@@ -41,19 +48,26 @@ class TrainingBudget(keras.callbacks.Callback):
             raise ValueError(f"`steps` must be >= 1. Received: steps={steps}")
         self.minutes = minutes
         self.steps = steps
+        self.elapsed_before = elapsed_minutes
         self.stopped = False
         self._start = None
 
     def on_train_begin(self, logs=None):
-        self._start = time.monotonic()
-        self.stopped = False
+        if self._start is None:
+            self._start = time.monotonic()
 
     def on_train_batch_end(self, batch, logs=None):
+        reason = self.exhausted(int(self.model.optimizer.iterations.numpy()))
+        if reason:
+            self._stop(reason)
+
+    def exhausted(self, step: int) -> str | None:
+        """Why the budget is spent at optimizer step `step`, or `None`."""
         if self.minutes is not None and self.elapsed_minutes >= self.minutes:
-            self._stop(f"time budget of {self.minutes:g} minutes reached")
-        if self.steps is not None:
-            if int(self.model.optimizer.iterations.numpy()) >= self.steps:
-                self._stop(f"step budget of {self.steps} steps reached")
+            return f"time budget of {self.minutes:g} minutes reached"
+        if self.steps is not None and step >= self.steps:
+            return f"step budget of {self.steps} steps reached"
+        return None
 
     def _stop(self, reason):
         if not self.stopped:
@@ -63,5 +77,7 @@ class TrainingBudget(keras.callbacks.Callback):
 
     @property
     def elapsed_minutes(self) -> float:
-        """Minutes since training began."""
-        return 0.0 if self._start is None else (time.monotonic() - self._start) / 60
+        """Minutes trained: before this run, and since its first `fit`."""
+        if self._start is None:
+            return self.elapsed_before
+        return self.elapsed_before + (time.monotonic() - self._start) / 60

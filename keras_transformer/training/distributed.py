@@ -154,6 +154,7 @@ def fit_distributed(
     pad_id: int = 0,
     checkpoint_path: str | None = None,
     checkpoint_every: int | None = None,
+    callbacks: Sequence[keras.callbacks.Callback] = (),
 ) -> list[float]:
     """Trains `steps` steps with a custom train step under any strategy.
 
@@ -194,10 +195,19 @@ def fit_distributed(
             workers hold the same values and write nothing.
         checkpoint_every: steps between checkpoints; only at the end if
             `None`.
+        callbacks: Keras callbacks, called as `fit` calls them at the
+            beginning and end of training and after each step (with the
+            step's `loss` in `logs`); one that sets `model.stop_training`
+            ends the loop after that step. Every worker calls them, so their
+            decisions must agree across workers (count steps, not minutes).
+
+    Training continues from the optimizer's step count: a model and
+    optimizer restored at step `s` train steps `s + 1` to `steps`, with the
+    dataset positioned at that step by the caller.
 
     Returns:
-        The loss of each step: its mean over the real tokens of the global
-        batch, a list of `steps` floats, the same on every worker.
+        The loss of each step run: its mean over the real tokens of the
+        global batch, a list of floats, the same on every worker.
 
     Example:
 
@@ -264,11 +274,18 @@ def fit_distributed(
 
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
     chief = is_chief(strategy)
+    callbacks = keras.callbacks.CallbackList(list(callbacks), model=model)
+    model.stop_training = False
+    callbacks.on_train_begin()
     losses = []
-    for step in range(1, steps + 1):
+    for step in range(int(optimizer.iterations.numpy()) + 1, steps + 1):
         losses.append(float(train_step(iterator)))
         due = step == steps or (checkpoint_every and step % checkpoint_every == 0)
         if checkpoint_path and chief and due:
             model.save_weights(checkpoint_path, overwrite=True)
             logger.info("Step %d: saved %s", step, checkpoint_path)
+        callbacks.on_train_batch_end(step - 1, {"loss": losses[-1]})
+        if model.stop_training:
+            break
+    callbacks.on_train_end({"loss": losses[-1]} if losses else {})
     return losses

@@ -2,8 +2,9 @@
 
 from typing import Any
 
+import keras
+
 from keras_transformer.schedules import TransformerSchedule
-from keras_transformer.training.fused_adam import FusedAdam
 
 
 def transformer_optimizer(
@@ -11,7 +12,7 @@ def transformer_optimizer(
     warmup_steps: int = 4000,
     scale: float = 1.0,
     **adam_kwargs: Any,
-) -> FusedAdam:
+) -> keras.optimizers.Adam:
     """Adam with beta_1=0.9, beta_2=0.98, epsilon=1e-9 on `TransformerSchedule`.
 
     Args:
@@ -24,8 +25,7 @@ def transformer_optimizer(
             accepted: the schedule is the point of this function.
 
     Returns:
-        A `FusedAdam` (a `keras.optimizers.Adam` whose updates are fused
-        kernels) with `learning_rate` a
+        A `keras.optimizers.Adam` with `learning_rate` a
         `TransformerSchedule(d_model, warmup_steps, scale)`.
 
     Example:
@@ -49,4 +49,4 @@ def transformer_optimizer(
     options = {"beta_1": 0.9, "beta_2": 0.98, "epsilon": 1e-9}
     options.update(adam_kwargs)
     schedule = TransformerSchedule(d_model, warmup_steps=warmup_steps, scale=scale)
-    return FusedAdam(learning_rate=schedule, **options)
+    return keras.optimizers.Adam(learning_rate=schedule, **options)

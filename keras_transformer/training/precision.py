@@ -45,4 +45,4 @@ def set_mixed_precision(policy: str) -> None:
             f"Received: policy={policy!r}"
         )
     keras.mixed_precision.set_dtype_policy(policy)
-    logger.info("Global dtype policy set to %s.", policy)
+    logger.debug("Global dtype policy set to %s.", policy)

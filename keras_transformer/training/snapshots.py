@@ -9,6 +9,8 @@ import time
 
 import keras
 
+from keras_transformer.training.state import save_model_atomically, write_atomically
+
 logger = logging.getLogger(__name__)
 
 
@@ -23,9 +25,14 @@ class Snapshots(keras.callbacks.Callback):
     counts as training time. Snapshots hold the raw weights, not an
     average.
 
+    Several `fit` calls share one clock (from the first one), and a resumed
+    run passes the minutes it trained before and the snapshots it saved.
+
     Args:
         directory: where the snapshot folders go.
         minutes: the times, in minutes, e.g. `[10, 20, 30]`.
+        elapsed_minutes: minutes already trained (by an earlier run).
+        saved: `{minute: step}` of the snapshots an earlier run saved.
 
     Example:
 
@@ -42,7 +49,13 @@ class Snapshots(keras.callbacks.Callback):
     ['model.keras', 'snapshot.json']
     """
 
-    def __init__(self, directory: str | os.PathLike, minutes):
+    def __init__(
+        self,
+        directory: str | os.PathLike,
+        minutes,
+        elapsed_minutes: float = 0.0,
+        saved: dict | None = None,
+    ):
         super().__init__()
         minutes = list(minutes)
         for m in minutes:
@@ -52,7 +65,8 @@ class Snapshots(keras.callbacks.Callback):
                 )
         self.directory = os.fspath(directory)
         self.minutes = sorted(minutes)
-        self.saved = {}  # minute -> optimizer step at which it was saved
+        self.saved = dict(saved or {})  # minute -> optimizer step it was saved at
+        self.elapsed_before = elapsed_minutes
         self._start = None
 
     @staticmethod
@@ -61,10 +75,11 @@ class Snapshots(keras.callbacks.Callback):
         return f"minute_{minute:g}"
 
     def on_train_begin(self, logs=None):
-        self._start = time.monotonic()
+        if self._start is None:
+            self._start = time.monotonic()
 
     def on_train_batch_end(self, batch, logs=None):
-        elapsed = (time.monotonic() - self._start) / 60
+        elapsed = self.elapsed_before + (time.monotonic() - self._start) / 60
         for minute in self.minutes:
             if minute not in self.saved and elapsed >= minute:
                 self._save(minute)
@@ -72,8 +87,11 @@ class Snapshots(keras.callbacks.Callback):
     def _save(self, minute):
         folder = os.path.join(self.directory, self.folder_name(minute))
         os.makedirs(folder, exist_ok=True)
-        self.model.save(os.path.join(folder, "model.keras"))
-        self.saved[minute] = int(self.model.optimizer.iterations.numpy())
-        with open(os.path.join(folder, "snapshot.json"), "w") as f:
-            json.dump({"minutes": minute, "step": self.saved[minute]}, f)
+        step = int(self.model.optimizer.iterations.numpy())
+        save_model_atomically(self.model, os.path.join(folder, "model.keras"))
+        record = json.dumps({"minutes": minute, "step": step}).encode()
+        write_atomically(
+            os.path.join(folder, "snapshot.json"), lambda f: f.write(record)
+        )
+        self.saved[minute] = step
         logger.info("Snapshot after %g minutes (step %d).", minute, self.saved[minute])

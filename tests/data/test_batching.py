@@ -182,6 +182,39 @@ def test_seeded_epochs_are_reproducible(corpus):
     assert first_epoch(5) != first_epoch(6)
 
 
+def test_the_stream_of_epochs_resumes_anywhere(corpus):
+    # With `epochs_from`, epoch e is shuffled by (seed, e) alone: the stream
+    # from epoch 2 is the stream from epoch 0 without its first two epochs,
+    # so a run resumed at any step reads the batches it would have read.
+    def stream(start, seed=5):
+        return make_batches(
+            corpus,
+            IdTokenizer(),
+            max_length=48,
+            token_budget=256,
+            seed=seed,
+            epochs_from=start,
+            with_stats=True,
+        )
+
+    batches, stats = stream(0)
+    per_epoch = stats.batches
+    first = [s.numpy().tolist() for (s, _), _ in batches.take(4 * per_epoch)]
+    later, _ = stream(2)
+    resumed = [s.numpy().tolist() for (s, _), _ in later.skip(3).take(per_epoch)]
+    assert resumed == first[2 * per_epoch + 3 : 3 * per_epoch + 3]
+    # Each epoch holds every pair once, in an order of its own.
+    epochs = [unpack(batches.skip(e * per_epoch).take(per_epoch))[0] for e in (0, 1)]
+    assert sorted(epochs[0]) == sorted(epochs[1]) == sorted(as_ids(corpus))
+    assert epochs[0] != epochs[1]
+    other, _ = stream(0, seed=6)
+    assert [s.numpy().tolist() for (s, _), _ in other.take(per_epoch)] != first[
+        :per_epoch
+    ]
+    with pytest.raises(ValueError, match="epochs_from needs"):
+        make_batches(corpus, IdTokenizer(), max_length=48, epochs_from=0)
+
+
 def test_no_autotuning_and_an_iterator_left_early_is_freed(corpus):
     # tf.data's autotuning held up the deletion of an iterator left before
     # its end (as `fit` leaves it after `cardinality` steps) for up to 14 s.

@@ -5,15 +5,13 @@ import json
 import pytest
 import tensorflow as tf
 
-from keras_transformer import pipeline
+from keras_transformer.jobs.demo import run_demo
 
 
 @pytest.mark.slow
 def test_demo_writes_everything_it_promises(tmp_path):
     out = tmp_path / "demo"
-    result = pipeline.run_demo(
-        minutes=0.02, output_dir=str(out), verbose=0, test_sentences=6
-    )
+    result = run_demo(minutes=0.02, output_dir=str(out), verbose=0, test_sentences=6)
     assert result["summary"]["steps"] >= 1
     assert result["summary"]["stopped_by_budget"] is True
     # The demo spends its minutes on training steps, none on validation.

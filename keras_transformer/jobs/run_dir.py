@@ -1,0 +1,192 @@
+"""The directory of a training run, and what is in it.
+
+```
+run_dir/
+  config.yaml          the recipe, written first (a run is of one recipe)
+  tokenizer/           the SentencePiece model of the shared vocabulary
+  state/               the training state, for resuming (`training.state`)
+  checkpoints/         the last weights, for averaging
+  snapshots/           the model after chosen minutes
+  logs/                TensorBoard logs
+  model.keras          the trained model (averaged weights when averaging)
+  translator/          the string-to-string SavedModel
+  summary.json         what happened; `"finished": true` once all is done
+```
+
+Every file here is written atomically: a crash leaves the previous version
+or the new one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import yaml
+
+MODEL_FILE = "model.keras"
+TOKENIZER_DIR = "tokenizer"
+TRANSLATOR_DIR = "translator"
+CONFIG_FILE = "config.yaml"
+SUMMARY_FILE = "summary.json"
+STATE_DIR = "state"
+CHECKPOINT_DIR = "checkpoints"
+SNAPSHOT_DIR = "snapshots"
+LOG_DIR = "logs"
+RUN_ENTRIES = (
+    CONFIG_FILE,
+    TOKENIZER_DIR,
+    STATE_DIR,
+    CHECKPOINT_DIR,
+    SNAPSHOT_DIR,
+    LOG_DIR,
+    MODEL_FILE,
+    TRANSLATOR_DIR,
+    SUMMARY_FILE,
+)
+"""Everything a run writes; `--overwrite` removes these and nothing else."""
+
+
+class RunError(ValueError):
+    """The output directory holds something a run must not touch."""
+
+
+def run_status(directory: str | Path, recipe: dict) -> str:
+    """What training `recipe` into `directory` means.
+
+    Returns:
+        "new" (no run there yet), "resume" (a run of this recipe that has not
+        finished) or "finished".
+
+    Raises:
+        RunError: `directory` is a file, holds files of no run, or holds a
+            run of another recipe.
+    """
+    directory = Path(directory)
+    if not directory.exists():
+        return "new"
+    if not directory.is_dir():
+        raise RunError(f"output_dir: {str(directory)!r} is a file, not a directory")
+    entries = {entry.name for entry in directory.iterdir()}
+    if not entries:
+        return "new"
+    config = directory / CONFIG_FILE
+    if not config.is_file():
+        raise RunError(
+            f"output_dir: {str(directory)!r} holds files that are not a "
+            "training run's; choose another output directory"
+        )
+    try:
+        saved = yaml.safe_load(config.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError):
+        saved = None
+    if saved != recipe:
+        raise RunError(
+            f"output_dir: {str(directory)!r} holds a run of another recipe "
+            f"({_first_difference(saved, recipe)}); choose another output "
+            "directory, or --overwrite to replace that run"
+        )
+    summary = read_summary(directory)
+    return "finished" if summary.get("finished") else "resume"
+
+
+def clear_run(directory: str | Path) -> None:
+    """Removes what a run wrote in `directory` (`RUN_ENTRIES`), nothing else."""
+    directory = Path(directory)
+    for name in RUN_ENTRIES:
+        path = directory / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def remove_temporaries(directory: str | Path) -> None:
+    """Removes the half-written files a killed run left (`*.tmp-*`).
+
+    Files are written under a temporary name and renamed when complete
+    (`training.state.write_atomically`); a run killed while writing leaves
+    the temporary file behind, which nothing else reads.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return
+    for path in directory.rglob("*.tmp-*"):
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def read_summary(directory: str | Path) -> dict:
+    path = Path(directory) / SUMMARY_FILE
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return {}
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Writes `text` to `path` atomically."""
+    from keras_transformer.training.state import write_atomically
+
+    data = text.encode("utf-8")
+    write_atomically(path, lambda f: f.write(data))
+
+
+def write_summary(directory: str | Path, updates: dict) -> dict:
+    """Merges `updates` into `summary.json` (atomically); returns the whole."""
+    summary = {**read_summary(directory), **updates}
+    write_text(Path(directory) / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def load_trained(model_dir: str | os.PathLike):
+    """The `(model, tokenizer)` saved in `model_dir` by a training run.
+
+    The model is loaded for inference: without its optimizer.
+
+    Raises:
+        FileNotFoundError: the directory, its model or its tokenizer is missing.
+        ValueError: the model or the tokenizer cannot be read.
+    """
+    import keras
+
+    from keras_transformer import data
+
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        raise FileNotFoundError(f"Model directory not found: {model_dir}")
+    model_path = model_dir / MODEL_FILE
+    if not model_path.is_file():
+        raise FileNotFoundError(f"No {MODEL_FILE} in {model_dir}: train a model first.")
+    tokenizer_path = model_dir / TOKENIZER_DIR
+    if not tokenizer_path.exists():
+        raise FileNotFoundError(
+            f"No tokenizer in {model_dir} (expected {tokenizer_path}); the model "
+            "cannot be used without the vocabulary it was trained with."
+        )
+    try:
+        model = keras.models.load_model(model_path, compile=False)
+    except Exception as error:  # noqa: BLE001 - re-raised with the file named
+        raise ValueError(
+            f"Cannot load {model_path}: it looks corrupt ({error})"
+        ) from None
+    return model, data.Tokenizer.load(tokenizer_path)
+
+
+def _first_difference(saved, recipe: dict, prefix: str = "") -> str:
+    if not isinstance(saved, dict):
+        return "its config.yaml is not a recipe"
+    for key in sorted(set(saved) | set(recipe)):
+        a, b = saved.get(key), recipe.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            if a != b:
+                return _first_difference(a, b, f"{prefix}{key}.")
+        elif a != b:
+            return f"{prefix}{key}: {a!r} there, {b!r} here"
+    return "none"

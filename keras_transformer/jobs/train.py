@@ -1,0 +1,419 @@
+"""`keras-transformer train`: a recipe in, a trained model directory out.
+
+In order:
+
+1. The recipe is checked whole (`config.py`), command-line options
+   included, and so are the files it names; nothing is written before.
+2. The output directory decides what happens (`run_dir.run_status`): a new
+   run starts; a run of the same recipe that did not finish resumes exactly
+   where its last training state left it; a finished run is left as it is;
+   anything else is an error (`--overwrite` starts over).
+3. The tokenizer is trained (or reused when resuming), the model and
+   optimizer are built, and the last training state, if any, is loaded.
+4. `model.fit` (or, across machines, `fit_distributed`) trains on an endless,
+   seeded stream of epochs positioned at the state's step, writing the
+   state every `training.checkpoint_minutes` (and weights for averaging).
+5. The last checkpoints are averaged, and the model, the exported
+   translator and the summary are written; the test split is scored.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+import yaml
+
+from keras_transformer import data
+from keras_transformer.config import Config, check_paths, load_config
+from keras_transformer.decoding import Translator
+from keras_transformer.evaluation import score_translations
+from keras_transformer.jobs.run_dir import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    LOG_DIR,
+    MODEL_FILE,
+    SNAPSHOT_DIR,
+    STATE_DIR,
+    TOKENIZER_DIR,
+    TRANSLATOR_DIR,
+    clear_run,
+    read_summary,
+    remove_temporaries,
+    run_status,
+    write_summary,
+    write_text,
+)
+from keras_transformer.jobs.translate import translate_sentences
+from keras_transformer.losses import MaskedCrossEntropy
+from keras_transformer.metrics import MaskedAccuracy, Perplexity
+from keras_transformer.models import Transformer
+from keras_transformer.training import (
+    CheckpointAveraging,
+    Snapshots,
+    TrainingBudget,
+    average_checkpoints,
+    build_for_fit,
+    fit_distributed,
+    is_chief,
+    make_strategy,
+    set_mixed_precision,
+    transformer_optimizer,
+)
+from keras_transformer.training.state import (
+    StateCheckpoints,
+    restore_latest,
+    save_model_atomically,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def train_command(
+    config_path: str,
+    overrides: dict | None = None,
+    overwrite: bool = False,
+    evaluate: bool = True,
+) -> dict:
+    """`keras-transformer train`: a recipe file plus command-line overrides.
+
+    Args:
+        config_path: the YAML recipe.
+        overrides: `{"training.steps": 100, "output_dir": "runs/x"}`, the
+            command line's options.
+        overwrite: start over in an output directory that holds a run (its
+            files only are removed).
+        evaluate: score the test split after training.
+
+    Returns:
+        The summary also written to `output_dir/summary.json`.
+    """
+    config = load_config(config_path, overrides)
+    return train_from_config(config, overwrite=overwrite, evaluate=evaluate)
+
+
+def train_from_config(
+    config: Config,
+    verbose: int | str = "auto",
+    overwrite: bool = False,
+    evaluate: bool = True,
+) -> dict:
+    """Trains a Transformer as the recipe says, into `config.output_dir`.
+
+    Rerunning the same recipe resumes an unfinished run exactly and leaves a
+    finished one as it is.
+
+    Args:
+        config: the recipe.
+        verbose: Keras `fit` verbosity (progress bar by default).
+        overwrite: start over in a directory that holds a run.
+        evaluate: score the test split after training, when there is one.
+
+    Returns:
+        The summary, also in `output_dir/summary.json`.
+    """
+    check_paths(config)
+    out = Path(config.output_dir)
+    recipe = config.to_dict()
+    if overwrite:
+        clear_run(out)
+    status = run_status(out, recipe)
+    if status == "finished":
+        logger.warning(
+            "%s holds a finished run of this recipe; left as it is "
+            "(--overwrite trains it again).",
+            out,
+        )
+        return read_summary(out)
+    tr = config.training
+    # A multi-worker strategy must exist before any other TensorFlow op.
+    strategy = make_strategy(tr.strategy)
+    chief = is_chief(strategy)
+    if chief and status == "resume":
+        remove_temporaries(out)
+    if chief and status == "new":
+        out.mkdir(parents=True, exist_ok=True)
+        write_text(out / CONFIG_FILE, yaml.safe_dump(recipe, sort_keys=False))
+    keras.utils.set_random_seed(tr.seed)
+    previous_policy = keras.config.dtype_policy()
+    set_mixed_precision(tr.mixed_precision)
+    try:
+        summary = _train(config, strategy, chief, out, verbose)
+    finally:
+        keras.config.set_dtype_policy(previous_policy)
+    if not chief:
+        return summary
+    model, tokenizer = _load(out)
+    e = config.evaluation
+    translator = Translator(
+        tokenizer, model, e.beam_size, e.alpha, batch_tokens=e.batch_tokens
+    )
+    test = load_splits(config)["test"] if evaluate else None
+    if test is not None:
+        sources, references = _pairs(test)
+        summary["test"] = score_translations(
+            translate_sentences(translator, sources), references
+        )
+    # `translate` loads this instead of tracing the search anew.
+    _export(translator, out / TRANSLATOR_DIR)
+    return write_summary(out, {**summary, "finished": True})
+
+
+def load_splits(config: Config) -> dict:
+    """The train, validation and test pairs named by `config.data`.
+
+    Returns:
+        `{"train": ..., "valid": ..., "test": ...}`, each a `ParallelCorpus`
+        or a `tf.data.Dataset` of `(source, target)` strings; a split the
+        corpus does not have is `None`.
+    """
+    d = config.data
+    if d.corpus == "builtin":
+        return {
+            split: data.builtin_corpus(name, seed=d.seed)
+            for split, name in (("train", "train"), ("valid", "val"), ("test", "test"))
+        }
+    if d.corpus == "multi30k":
+        kwargs = dict(data_dir=d.data_dir, source=d.source_lang, target=d.target_lang)
+        return {
+            "train": data.load_multi30k("train", **kwargs),
+            "valid": data.load_multi30k("val", **kwargs),
+            "test": data.load_multi30k("test_2016_flickr", **kwargs),
+        }
+    if d.corpus == "files":
+        return {
+            split: None if files is None else data.load_parallel_files(*files)
+            for split, files in (
+                ("train", d.train_files),
+                ("valid", d.valid_files),
+                ("test", d.test_files),
+            )
+        }
+    name = d.corpus.removeprefix("tfds:")
+    splits = {"train": "train", "valid": "validation", "test": "test"}
+    return {
+        split: data.load_tfds(
+            name,
+            tfds_split,
+            data_dir=d.data_dir,
+            source_key=d.source_lang,
+            target_key=d.target_lang,
+        )
+        for split, tfds_split in splits.items()
+    }
+
+
+def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
+    """Training proper: tokenizer, model, state, `fit`; the model saved."""
+    tr = config.training
+    splits = load_splits(config)
+    tokenizer = _tokenizer(config, splits["train"], out, chief)
+    batching = dict(
+        max_length=config.data.max_length, token_budget=tr.token_budget, seed=tr.seed
+    )
+    with strategy.scope():
+        model = Transformer(
+            **config.model.arguments(tokenizer.vocab_size, config.data.max_length)
+        )
+        model.compile(
+            optimizer=transformer_optimizer(
+                model.d_model, tr.warmup_steps, scale=tr.lr_scale
+            ),
+            loss=MaskedCrossEntropy(label_smoothing=tr.label_smoothing),
+            metrics=[MaskedAccuracy(name="accuracy"), Perplexity(name="perplexity")],
+            jit_compile=tr.jit_compile,
+        )
+        model.build()
+        model.optimizer.build(model.trainable_variables)
+    record = restore_latest(out / STATE_DIR, model) or {}
+    resumed_from = int(model.optimizer.iterations.numpy())
+
+    # The endless stream of seeded epochs, from the epoch of the state's step.
+    per_epoch = record.get("batches_per_epoch")
+    epoch = resumed_from // per_epoch if per_epoch else 0
+    stream, stats = data.make_batches(
+        splits["train"], tokenizer, with_stats=True, epochs_from=epoch, **batching
+    )
+    if per_epoch not in (None, stats.batches):
+        raise ValueError(
+            f"{out / STATE_DIR}: the saved state counts {per_epoch} batches per "
+            f"epoch, the data now {stats.batches}: the training data changed"
+        )
+    done = resumed_from - epoch * stats.batches  # batches of `epoch` trained
+    build_for_fit(model, stream)  # the compiled loss and metrics, on a batch
+    valid = None
+    if tr.validate and splits["valid"] is not None:
+        valid = data.make_batches(splits["valid"], tokenizer, shuffle=False, **batching)
+
+    history = {k: list(v) for k, v in record.get("history", {}).items()}
+    budget = TrainingBudget(tr.minutes, tr.steps, record.get("minutes", 0.0))
+    averaging = None
+    if tr.average_last:
+        averaging = CheckpointAveraging(
+            out / CHECKPOINT_DIR,
+            keep=tr.average_last,
+            every_n_minutes=tr.checkpoint_minutes,
+            average_at_end=False,
+            checkpoints=record.get("averaging", ()),
+            write=chief,
+            # The files of the state before the newest, if that one is bad.
+            spare=1,
+        )
+    snapshots = None
+    if tr.snapshot_minutes and chief:
+        snapshots = Snapshots(
+            out / SNAPSHOT_DIR,
+            tr.snapshot_minutes,
+            elapsed_minutes=record.get("minutes", 0.0),
+            saved={float(m): s for m, s in record.get("snapshots", {}).items()},
+        )
+    log = _Log(history, per_step=tr.strategy == "multi_worker")
+
+    def state_record() -> dict:
+        return {
+            "batches_per_epoch": stats.batches,
+            "history": log.history,
+            "minutes": budget.elapsed_minutes,
+            "averaging": averaging.checkpoints if averaging else [],
+            "snapshots": snapshots.saved if snapshots else {},
+        }
+
+    states = StateCheckpoints(
+        out / STATE_DIR, tr.checkpoint_minutes, state_record, write=chief
+    )
+    # The state last: its record then lists the files the others just wrote.
+    callbacks = [budget, log, *(c for c in (averaging, snapshots) if c), states]
+
+    start = time.monotonic()
+    if tr.strategy == "multi_worker":
+        fit_distributed(
+            model,
+            stream.skip(done),
+            model.loss,
+            model.optimizer,
+            steps=tr.steps,
+            strategy=strategy,
+            callbacks=callbacks,
+        )
+    else:
+        callbacks.append(keras.callbacks.TensorBoard(str(out / LOG_DIR)))
+        _fit(model, stream, done, stats.batches, valid, callbacks, budget, tr, verbose)
+    minutes = (time.monotonic() - start) / 60
+    if chief:  # (the other workers of a multi-worker run write nothing)
+        if averaging is not None and averaging.checkpoints:
+            average_checkpoints(model, averaging.checkpoints)
+        save_model_atomically(model, out / MODEL_FILE)
+        # Each snapshot becomes a model directory `evaluate` can read.
+        for folder in sorted((out / SNAPSHOT_DIR).glob("minute_*")):
+            tokenizer.save(folder / TOKENIZER_DIR)
+    return {
+        "steps": int(model.optimizer.iterations.numpy()),
+        "minutes": round(budget.elapsed_minutes, 2),
+        "minutes_this_run": round(minutes, 2),
+        "resumed_from_step": resumed_from,
+        "epochs_run": len(log.history.get("loss", [])),
+        "history": {
+            k: [round(float(v), 5) for v in vs] for k, vs in log.history.items()
+        },
+        "parameters": int(model.count_params()),
+        "vocab_size": tokenizer.vocab_size,
+        "averaged_checkpoints": len(averaging.checkpoints) if averaging else 0,
+        "stopped_by_budget": budget.stopped,
+    }
+
+
+def _fit(model, stream, done, per_epoch, valid, callbacks, budget, tr, verbose):
+    """`model.fit` on `stream` after its first `done` batches; epochs whole.
+
+    A run resumed inside an epoch first finishes that epoch (its remaining
+    batches), then goes on with whole epochs of the same stream.
+    """
+    epochs = tr.epochs or (1000 if tr.minutes or tr.steps else 10)
+    epoch = int(model.optimizer.iterations.numpy()) // per_epoch
+    phases = []
+    if done:  # the rest of the epoch the run stopped in
+        phases.append((stream.skip(done).take(per_epoch - done), per_epoch - done))
+    phases.append((stream.skip(per_epoch if done else 0), per_epoch))
+    for batches, steps_per_epoch in phases:
+        step = int(model.optimizer.iterations.numpy())
+        if epoch >= epochs or budget.exhausted(step):
+            break
+        last = epoch + 1 if steps_per_epoch < per_epoch else epochs
+        model.fit(
+            batches,
+            validation_data=valid,
+            steps_per_epoch=steps_per_epoch,
+            epochs=last,
+            initial_epoch=epoch,
+            callbacks=callbacks,
+            verbose=verbose,
+            shuffle=False,  # The stream is shuffled; Keras cannot shuffle it.
+        )
+        epoch = last
+        if budget.stopped:
+            break
+
+
+class _Log(keras.callbacks.Callback):
+    """The logs of every epoch (or step), across `fit` calls and resumes."""
+
+    def __init__(self, history: dict, per_step: bool = False) -> None:
+        super().__init__()
+        self.history = history
+        self.per_step = per_step
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._add(logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.per_step:
+            self._add(logs)
+
+    def _add(self, logs):
+        for key, value in (logs or {}).items():
+            self.history.setdefault(key, []).append(float(value))
+
+
+def _tokenizer(config: Config, train_pairs, out: Path, chief: bool):
+    path = out / TOKENIZER_DIR
+    if config.tokenizer.path:
+        tokenizer = data.Tokenizer.load(config.tokenizer.path)
+    elif path.exists():
+        tokenizer = data.Tokenizer.load(path)  # Resuming: keep the same ids.
+    else:
+        tokenizer = data.Tokenizer.train(
+            train_pairs, vocab_size=config.tokenizer.vocab_size
+        )
+    if chief and not path.exists():
+        tokenizer.save(path)
+    return tokenizer
+
+
+def _load(out: Path):
+    from keras_transformer.jobs.run_dir import load_trained
+
+    return load_trained(out)
+
+
+def _export(translator: Translator, path: Path) -> None:
+    """`tf.saved_model.save`, into a temporary folder renamed at the end."""
+    import shutil
+
+    temporary = path.with_name(f"{path.name}.tmp-export")
+    shutil.rmtree(temporary, ignore_errors=True)
+    tf.saved_model.save(translator, str(temporary))
+    shutil.rmtree(path, ignore_errors=True)
+    temporary.rename(path)
+
+
+def _pairs(corpus) -> tuple[list[str], list[str]]:
+    if isinstance(corpus, data.ParallelCorpus):
+        return list(corpus.sources), list(corpus.targets)
+    sources, targets = [], []
+    for source, target in corpus.as_numpy_iterator():
+        sources.append(source.decode("utf-8"))
+        targets.append(target.decode("utf-8"))
+    return sources, targets
