@@ -8,6 +8,7 @@ status 2; `-v` shows the traceback too, and TensorFlow's own logs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -72,7 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"keras-transformer {__version__}"
     )
     sub = parser.add_subparsers(
-        dest="command", metavar="COMMAND", title="commands", parser_class=_Parser
+        dest="command",
+        metavar="COMMAND",
+        title="commands",
+        parser_class=_Parser,
+        help="the job to run (COMMAND --help for its options)",
     )
 
     demo = sub.add_parser(
@@ -271,12 +276,14 @@ def _run(args: argparse.Namespace) -> None:
     elif args.command == "demo":
         from keras_transformer.jobs.demo import run_demo
 
-        result = run_demo(
-            minutes=args.minutes,
-            output_dir=args.output,
-            seed=args.seed,
-            overwrite=args.overwrite,
-        )
+        # Progress (Keras writes it to stdout) on stderr; results on stdout.
+        with contextlib.redirect_stdout(sys.stderr):
+            result = run_demo(
+                minutes=args.minutes,
+                output_dir=args.output,
+                seed=args.seed,
+                overwrite=args.overwrite,
+            )
         _print_demo(result, args.output)
     elif args.command == "train":
         from keras_transformer.jobs.train import train_command
@@ -287,15 +294,14 @@ def _run(args: argparse.Namespace) -> None:
             "training.minutes": args.minutes,
             "training.steps": args.steps,
         }
-        summary = train_command(
-            args.config,
-            {key: value for key, value in options.items() if value is not None},
-            overwrite=args.overwrite,
-            evaluate=not args.no_evaluate,
-        )
-        print(
-            json.dumps(summary.get("test", {"steps": summary.get("steps")}), indent=2)
-        )
+        with contextlib.redirect_stdout(sys.stderr):
+            summary = train_command(
+                args.config,
+                {key: value for key, value in options.items() if value is not None},
+                overwrite=args.overwrite,
+                evaluate=not args.no_evaluate,
+            )
+        print(json.dumps(summary.get("test", {"steps": summary["steps"]}), indent=2))
     elif args.command == "evaluate":
         from keras_transformer.jobs.evaluate import evaluate_files
 

@@ -1,14 +1,20 @@
-"""The command line: errors users meet, and a whole train-to-export run."""
+"""The command line: errors users meet, and a whole train-to-export run.
+
+Each bad input is one line on stderr, exit status 2, and leaves the files on
+disk as they were (`_snapshot` before and after).
+"""
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 import yaml
+from sacrebleu.metrics import BLEU
 
-from keras_transformer import cli
+from keras_transformer import __version__, cli
 from keras_transformer.jobs.run_dir import load_trained
 
 SOURCES = ["one cat", "two cats", "three dogs", "a dog", "four birds", "one bird"]
@@ -20,6 +26,7 @@ TARGETS = [
     "vier Vögel",
     "ein Vogel",
 ]
+PYTHON = [sys.executable, "-m", "keras_transformer"]
 
 
 def _write(path, lines, gz=False):
@@ -32,40 +39,19 @@ def _write(path, lines, gz=False):
     return str(path)
 
 
-def test_no_command_prints_help(capsys):
-    assert cli.main([]) == 2
-    assert "demo" in capsys.readouterr().out
+def _snapshot(directory):
+    """Every file under `directory`, with its content."""
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
-def test_missing_config_is_a_clear_error(tmp_path, capsys):
-    assert cli.main(["train", "--config", str(tmp_path / "missing.yaml")]) == 1
-    assert "missing.yaml" in capsys.readouterr().err
-
-
-def test_invalid_config_names_the_key(tmp_path, capsys):
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump({"model": {"overrides": {"dropout": -1}}}))
-    assert cli.main(["train", "--config", str(path)]) == 1
-    assert "model.overrides.dropout" in capsys.readouterr().err
-
-
-def test_model_dir_errors(tmp_path, capsys):
-    assert cli.main(["translate", "--model", str(tmp_path / "none")]) == 1
-    assert "Model directory not found" in capsys.readouterr().err
-    (tmp_path / "model.keras").write_bytes(b"not a zip file")
-    assert cli.main(["export", "--model", str(tmp_path), "--out", "x"]) == 1
-    assert "No tokenizer" in capsys.readouterr().err
-    (tmp_path / "tokenizer").mkdir()
-    assert cli.main(["export", "--model", str(tmp_path), "--out", "x"]) == 1
-    assert "corrupt" in capsys.readouterr().err
-
-
-@pytest.mark.slow
-def test_train_evaluate_translate_export(tmp_path):
+def _recipe(tmp_path, **sections):
     src = _write(tmp_path / "train.en.gz", SOURCES * 4, gz=True)
     tgt = _write(tmp_path / "train.de.gz", TARGETS * 4, gz=True)
-    out = tmp_path / "run"
-    config = {
+    recipe = {
         "data": {
             "corpus": "files",
             "train_files": [src, tgt],
@@ -86,28 +72,184 @@ def test_train_evaluate_translate_export(tmp_path):
             "token_budget": 64,
         },
         "evaluation": {"beam_size": 2, "batch_tokens": 64},
-        "output_dir": str(out),
+        "output_dir": str(tmp_path / "run"),
     }
+    for key, value in sections.items():
+        recipe[key] = {**recipe.get(key, {}), **value}
     path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(config))
-    assert cli.main(["train", "--config", str(path)]) == 0
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def _error(capsys, argv, *fragments):
+    """Runs the command; checks exit 2 and one error line naming `fragments`."""
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith(f"keras-transformer {argv[0]}: error: "), err
+    for fragment in fragments:
+        assert fragment in err[0], err
+    return err[0]
+
+
+def test_no_command_prints_help_once(capsys):
+    assert cli.main([]) == 2
+    lines = capsys.readouterr().out.splitlines()
+    listed = [line.split()[0] for line in lines if line.startswith("    ")]
+    assert listed.count("translate") == 1 and "demo" in listed
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.strip() == f"keras-transformer {__version__}"
+
+
+def test_every_option_has_help():
+    parser = cli.build_parser()
+    commands = parser._subparsers._group_actions[0].choices  # argparse has no API
+    for name, command in {"": parser, **commands}.items():
+        for action in command._actions:
+            assert action.help, f"{name} {action.option_strings or action.dest}"
+
+
+@pytest.mark.parametrize(
+    "argv, fragments",
+    [
+        (["train", "--config", "C", "--steps", "0"], ["--steps", "got 0"]),
+        (["train", "--config", "C", "--steps", "2.5"], ["--steps", "'2.5'"]),
+        (["train", "--config", "C", "--minutes", "x"], ["--minutes"]),
+        (["translate", "--model", "M", "--beam", "0"], ["--beam", "got 0"]),
+        (["translate", "--model", "M", "--alpha", "-1"], ["--alpha"]),
+        (
+            ["export", "--model", "M", "--out", "O", "--batch-tokens", "0"],
+            ["--batch-tokens"],
+        ),
+    ],
+)
+def test_bad_options_are_one_line(capsys, argv, fragments):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("keras-transformer ")
+    for fragment in fragments:
+        assert fragment in err[0]
+
+
+@pytest.mark.parametrize(
+    "recipe_text, fragments",
+    [
+        (None, ["Config file not found", "missing.yaml"]),
+        ("training:\n  steps: [\n", ["recipe.yaml, line 4: expected"]),
+        ("training: {stepz: 3}\n", ["unknown key training.stepz", "training.steps?"]),
+        ("evaluation: {alpha: '0.6'}\n", ["evaluation.alpha: '0.6'"]),
+        ("training: {steps: 2.5}\n", ["training.steps: 2.5"]),
+        ("training: {jit_compile: 'yes'}\n", ["training.jit_compile: 'yes'"]),
+        ("model: {overrides: {num_layers: 0}}\n", ["model.overrides.num_layers: 0"]),
+        (
+            "data: {corpus: multi30k, data_dir: mistyped}\n",
+            ["data.data_dir: no such directory: 'mistyped'"],
+        ),
+    ],
+)
+def test_bad_recipes_are_one_line_and_write_nothing(
+    tmp_path, capsys, monkeypatch, recipe_text, fragments
+):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / ("missing.yaml" if recipe_text is None else "recipe.yaml")
+    if recipe_text is not None:
+        path.write_text(recipe_text + "output_dir: out\n")
+    before = _snapshot(tmp_path)
+    _error(capsys, ["train", "--config", str(path)], *fragments)
+    assert _snapshot(tmp_path) == before
+    assert not (tmp_path / "out").exists() and not (tmp_path / "mistyped").exists()
+
+
+def test_a_run_of_another_recipe_or_a_foreign_directory_is_refused(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    path = _recipe(tmp_path)
+    _error(capsys, ["train", "--config", str(path)], "not a training run's")
+    (out / "notes.txt").unlink()
+    (out / "config.yaml").write_text(yaml.safe_dump({"tokenizer": {"vocab_size": 1}}))
+    before = _snapshot(tmp_path)
+    _error(
+        capsys,
+        ["train", "--config", str(path)],
+        "holds a run of another recipe",
+        "--overwrite",
+    )
+    assert _snapshot(tmp_path) == before
+
+
+def test_model_directory_errors_name_what_is_wrong(tmp_path, capsys):
+    before = _snapshot(tmp_path)
+    _error(capsys, ["translate", "--model", str(tmp_path / "none")], "not found")
+    _error(capsys, ["export", "--model", str(tmp_path), "--out", "x"], "No model.keras")
+    (tmp_path / "model.keras").write_bytes(b"not a zip file")
+    _error(capsys, ["export", "--model", str(tmp_path), "--out", "x"], "No tokenizer")
+    (tmp_path / "tokenizer").mkdir()
+    (tmp_path / "tokenizer" / "tokenizer.model").write_bytes(b"\x00truncated")
+    _error(capsys, ["export", "--model", str(tmp_path), "--out", "x"], "corrupt")
+    assert not (tmp_path / "x").exists()
+    del before
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny run trained by `train`: its recipe, directory and stderr."""
+    tmp_path = tmp_path_factory.mktemp("trained")
+    path = _recipe(tmp_path)
+    # As a user runs it: TensorFlow's log level left to the command.
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run(
+        [*PYTHON, "train", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return path, tmp_path / "run", result
+
+
+@pytest.mark.slow
+def test_train_is_quiet_and_writes_the_whole_run(trained):
+    path, out, result = trained
+    # Progress on stderr, the scores alone on stdout; no library chatter.
+    scores = json.loads(result.stdout)
+    for noise in ("normalizer.cc", "Global dtype policy", "oneDNN"):
+        assert noise not in result.stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["steps"] == 3
-    assert 0.0 <= summary["test"]["bleu"] <= 100.0
-    assert summary["test"]["sentences"] == len(SOURCES) * 4
+    assert summary["finished"] and summary["steps"] == 3
+    assert summary["resumed_from_step"] == 0
+    assert summary["test"] == scores and scores["sentences"] == len(SOURCES) * 4
     for name in ("model.keras", "tokenizer", "config.yaml", "logs", "checkpoints"):
         assert (out / name).exists(), name
+    # The test score is sacrebleu's on what the exported translator says.
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    translator = tf.saved_model.load(str(out / "translator"))
+    sources = SOURCES * 4
+    hypotheses = [t.decode() for t in translator(tf.constant(sources)).numpy()]
+    bleu = BLEU().corpus_score(hypotheses, [TARGETS * 4]).score
+    assert scores["bleu"] == pytest.approx(bleu, abs=1e-9)
     # A snapshot is a model directory of its own, taken after step 1.
     snapshot = out / "snapshots" / "minute_0.0001"
     assert json.loads((snapshot / "snapshot.json").read_text())["step"] == 1
     model, tokenizer = load_trained(snapshot)
     assert tokenizer.vocab_size == model.vocab_size
 
-    # `train` exported the translator that `translate` loads.
-    assert (out / "translator" / "saved_model.pb").exists()
-    python = [sys.executable, "-m", "keras_transformer"]
+
+@pytest.mark.slow
+def test_translate_evaluate_export_a_trained_model(trained, tmp_path):
+    _, out, _ = trained
     translated = subprocess.run(
-        [*python, "translate", "--model", str(out), "--beam", "1"],
+        [*PYTHON, "translate", "--model", str(out), "--beam", "1"],
         input="one cat\n\nthree dogs\n",
         capture_output=True,
         text=True,
@@ -120,7 +262,7 @@ def test_train_evaluate_translate_export(tmp_path):
     lines = [b"one cat", b"", b"two " * 80, b"four \xff birds", b"a dog"]
     (tmp_path / "input.txt").write_bytes(b"\n".join(lines) + b"\n")
     translated = subprocess.run(
-        [*python, "translate", "--model", str(out), str(tmp_path / "input.txt")],
+        [*PYTHON, "translate", "--model", str(out), str(tmp_path / "input.txt")],
         capture_output=True,
         timeout=300,
     )
@@ -131,20 +273,12 @@ def test_train_evaluate_translate_export(tmp_path):
     assert errors.count("input.txt, line 3: longer than the model's 63 tokens") == 1
     assert errors.count("input.txt, line 4: bytes that are not UTF-8") == 1
     assert "line 1" not in errors and "line 5" not in errors
+    assert "normalizer.cc" not in errors
 
+    src = _write(tmp_path / "test.en", SOURCES)
+    ref = _write(tmp_path / "test.de", TARGETS)
     scores = subprocess.run(
-        [
-            *python,
-            "evaluate",
-            "--model",
-            str(out),
-            "--source",
-            src,
-            "--reference",
-            tgt,
-            "--beam",
-            "1",
-        ],
+        [*PYTHON, "evaluate", "--model", str(out), "--source", src, "--reference", ref],
         capture_output=True,
         text=True,
         timeout=300,
@@ -152,11 +286,68 @@ def test_train_evaluate_translate_export(tmp_path):
     assert scores.returncode == 0, scores.stderr
     result = json.loads(scores.stdout)
     assert "tok:13a" in result["bleu_signature"]
-    assert result["sentences"] == len(SOURCES) * 4
-
-    exported = tmp_path / "exported"
-    assert (
-        cli.main(["export", "--model", str(out), "--out", str(exported), "--beam", "1"])
-        == 0
+    assert result["sentences"] == len(SOURCES)
+    short = _write(tmp_path / "short.de", TARGETS[:2])
+    bad = subprocess.run(
+        [
+            *PYTHON,
+            "evaluate",
+            "--model",
+            str(out),
+            "--source",
+            src,
+            "--reference",
+            short,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
+    assert bad.returncode == 2
+    assert "same number of lines" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.slow
+def test_export_never_writes_among_other_files(trained, tmp_path, capsys):
+    _, out, _ = trained
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "notes.txt").write_text("mine")
+    (tmp_path / "a_file").write_text("mine")
+    before = _snapshot(tmp_path)
+    _error(
+        capsys, ["export", "--model", str(out), "--out", str(user)], "not a SavedModel"
+    )
+    _error(
+        capsys,
+        [
+            "export",
+            "--model",
+            str(out),
+            "--out",
+            str(tmp_path / "a_file"),
+            "--overwrite",
+        ],
+        "is a file",
+    )
+    assert _snapshot(tmp_path) == before
+    exported = tmp_path / "exported"
+    argv = ["export", "--model", str(out), "--out", str(exported), "--beam", "1"]
+    assert cli.main(argv) == 0
     assert (exported / "saved_model.pb").exists()
+    first = _snapshot(exported)
+    _error(capsys, argv, "holds a SavedModel", "--overwrite")
+    assert _snapshot(exported) == first
+    assert cli.main([*argv, "--overwrite"]) == 0
+
+
+@pytest.mark.slow
+def test_verbose_after_the_command_shows_the_traceback(tmp_path):
+    result = subprocess.run(
+        [*PYTHON, "train", "--config", str(tmp_path / "missing.yaml"), "-v"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2
+    assert "Traceback" in result.stderr and "Config file not found" in result.stderr

@@ -38,3 +38,13 @@ def test_xla_compiled_calls_the_compiled_function_only_where_it_should():
     inside_xla = tf.function(double, jit_compile=True)
     for result in (double(x), tf.function(double)(x), inside_xla(x)):
         np.testing.assert_array_equal(result.numpy(), [2.0, 4.0])
+
+
+def test_the_private_tensorflow_function_it_needs_is_there():
+    # No public API says whether ops are traced for XLA; `xla.py` uses
+    # TensorFlow's `control_flow_util.GraphOrParentsInXlaContext` and, if a
+    # TensorFlow release removed it, would silently never compile. This
+    # fails instead.
+    assert xla._in_xla_context is not None
+    inside = tf.function(lambda: tf.constant(xla.in_xla_context()), jit_compile=True)
+    assert bool(inside()) and not xla.in_xla_context()

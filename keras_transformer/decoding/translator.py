@@ -21,7 +21,7 @@ BATCH_TOKENS = 4096
 
 
 class Translator(tf.Module):
-    """Translates a batch of sentences; export it with `tf.saved_model.save`.
+    """Translates a batch of sentences; `save` exports it as a SavedModel.
 
     Calling it tokenizes the sentences, appends the end id 3 (sources look
     like in training: tokens + [end]), sorts them by length, runs beam
@@ -34,8 +34,9 @@ class Translator(tf.Module):
     `tf.saved_model.load(path)` (plus `import tensorflow_text` when the
     tokenizer uses its ops, as the SentencePiece `Tokenizer` does).
 
-    The SavedModel has three functions: `__call__(sentences)` (also its
-    `serving_default` signature) with this translator's settings,
+    Export it with `translator.save(path)`. The SavedModel has three
+    functions: `__call__(sentences)` (also its `serving_default`
+    signature) with this translator's settings,
     `translate(sentences, beam_size, alpha)` with any settings, which also
     says which sentences were truncated and prints nothing, and
     `settings()`.
@@ -136,8 +137,18 @@ class Translator(tf.Module):
         self._search = _Untracked(
             tf.function(self._search_ids, jit_compile=jit_compile)
         )
-        # The signature of `tf.saved_model.save(translator, path)`.
-        self._default_save_signature = self.__call__
+
+    def save(self, path: str) -> None:
+        """`tf.saved_model.save`, with `__call__` as the serving signature.
+
+        (`tf.saved_model.save(translator, path)` alone exports the same
+        functions, but no signature for TensorFlow Serving: the translator
+        has several functions with input signatures.)
+
+        Args:
+            path: the SavedModel directory.
+        """
+        tf.saved_model.save(self, path, signatures={"serving_default": self.__call__})
 
     @property
     def model(self) -> Any:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import tensorflow as tf
-
 from keras_transformer.decoding import Translator
 from keras_transformer.decoding.translator import BATCH_TOKENS
 from keras_transformer.jobs.run_dir import load_trained
@@ -54,7 +52,7 @@ def export_translator(
     )
     temporary = out.with_name(f"{out.name}.tmp-export")
     shutil.rmtree(temporary, ignore_errors=True)
-    tf.saved_model.save(translator, str(temporary))
+    translator.save(str(temporary))
     if out.exists():
         shutil.rmtree(out)
     temporary.rename(out)

@@ -156,6 +156,7 @@ def load_trained(model_dir: str | os.PathLike):
     """
     import keras
 
+    import keras_transformer.models  # noqa: F401 (registers the model's classes)
     from keras_transformer import data
 
     model_dir = Path(model_dir)

@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import keras
-import tensorflow as tf
 import yaml
 
 from keras_transformer import data
@@ -404,7 +403,7 @@ def _export(translator: Translator, path: Path) -> None:
 
     temporary = path.with_name(f"{path.name}.tmp-export")
     shutil.rmtree(temporary, ignore_errors=True)
-    tf.saved_model.save(translator, str(temporary))
+    translator.save(str(temporary))
     shutil.rmtree(path, ignore_errors=True)
     temporary.rename(path)
 

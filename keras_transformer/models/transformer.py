@@ -232,20 +232,6 @@ class Transformer(keras.Model):
         """Key/value caches for decoding up to `max_length` target positions."""
         return self.decoder.init_cache(memory, max_length)
 
-    @property
-    def _default_save_signature(self):
-        # `tf.saved_model.save` (also of a `Translator` holding this model)
-        # traces this; Keras's default signature would feed float32 ids.
-        import tensorflow as tf
-
-        ids = tf.TensorSpec((None, None), tf.int32)
-
-        @tf.function(input_signature=[(ids, ids)])
-        def serving_default(inputs):
-            return self(inputs)
-
-        return serving_default
-
     def get_config(self):
         config = super().get_config()
         config.update(

@@ -1,9 +1,8 @@
 import pytest
 import tensorflow as tf
+import tensorflow_datasets as tfds
 
 from keras_transformer.data import TFDS_TRANSLATION_DATASETS, load_tfds
-
-tfds = pytest.importorskip("tensorflow_datasets")
 
 DIRECTIONS = {
     "ted_hrlr_translate/pt_to_en": ("pt", "en"),

@@ -139,6 +139,12 @@ import tensorflow as tf
 import tensorflow_text  # registers the SentencePiece ops
 translator = tf.saved_model.load(sys.argv[1])
 out = translator(tf.constant(json.loads(sys.argv[2])))
+signature = translator.signatures["serving_default"]
+served = signature(sentences=tf.constant(json.loads(sys.argv[2])))
+assert served["output_0"].numpy().tolist() == out.numpy().tolist(), served
+greedy = translator.translate(tf.constant(json.loads(sys.argv[2])), 1, 0.6)
+assert greedy["truncated"].numpy().tolist() == [False, False, False]
+assert int(translator.settings()["beam_size"]) == 2
 try:
     translator(tf.constant([1, 2]))
 except (TypeError, ValueError) as error:
@@ -163,7 +169,7 @@ def test_saved_model_in_a_fresh_process(tmp_path, make_transformer):
     translator = Translator(tokenizer, model, beam_size=2, max_length=10)
     expected = [s.decode("utf-8") for s in translator(tf.constant(sentences)).numpy()]
     assert expected[2] == ""
-    tf.saved_model.save(translator, str(tmp_path / "translator"))
+    translator.save(str(tmp_path / "translator"))
 
     code = textwrap.dedent(LOAD_AND_TRANSLATE)
     result = subprocess.run(

@@ -264,10 +264,12 @@ def test_mixed_precision(mixed_policy):
     assert np.isfinite(history.history["loss"][0])
 
 
-def _losses_from_seed(seed, steps=3, **compile_kwargs):
+def _losses_from_seed(seed, steps=3, dropout=0.3, **compile_kwargs):
     """Per-step training losses (dropout active) of a model built from `seed`."""
     keras.utils.set_random_seed(seed)
-    model = compile_and_build(tiny_model(num_layers=1, dropout=0.3), **compile_kwargs)
+    model = compile_and_build(
+        tiny_model(num_layers=1, dropout=dropout), **compile_kwargs
+    )
     source, target_in = toy_batch(batch_size=4)
     target_out = np.roll(target_in, -1, axis=1)
     history = model.fit(
@@ -298,9 +300,10 @@ def test_same_seed_same_losses():
 
 @pytest.mark.slow
 def test_whole_step_xla_trains_as_the_default_path():
-    # Compiled whole, the step keeps the same dropout masks, loss and update.
-    default = _losses_from_seed(7)
-    xla = _losses_from_seed(7, jit_compile=True)
+    # Compiled whole, the step computes the same loss and update. (Without
+    # dropout: Keras's dropout draws other masks when XLA compiles it.)
+    default = _losses_from_seed(7, dropout=0.0)
+    xla = _losses_from_seed(7, dropout=0.0, jit_compile=True)
     np.testing.assert_allclose(xla, default, rtol=1e-4)
 
 

@@ -220,4 +220,62 @@ def test_callback_config_mirrors_init(tmp_path):
         "every_n_steps": None,
         "every_n_minutes": 10.0,
         "save_averaged": True,
+        "average_at_end": True,
+        "checkpoints": [],
+        "write": True,
+        "spare": 0,
     }
+    assert CheckpointAveraging(**callback.get_config()).get_config() == (
+        callback.get_config()
+    )
+
+
+def test_resumed_callback_keeps_the_earlier_files_and_a_spare(tmp_path):
+    # A resumed run hands over the files its earlier run kept; with
+    # `spare=1`, the file before them stays on disk (for a training state
+    # that lists it), and older ones go.
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    earlier = [str(tmp_path / f"step-00000{i}.weights.h5") for i in (1, 2)]
+    for path in earlier:
+        model.save_weights(path)
+    callback = CheckpointAveraging(
+        tmp_path,
+        keep=2,
+        every_n_steps=1,
+        average_at_end=False,
+        checkpoints=earlier,
+        spare=1,
+    )
+    before = [w.copy() for w in model.get_weights()]
+    model.fit(
+        np.ones((4, 2)),
+        np.ones((4, 1)),
+        batch_size=2,
+        epochs=1,
+        initial_epoch=0,
+        verbose=0,
+        callbacks=[callback],
+    )
+    # Steps 1 and 2 of this fit rewrote the same-named files.
+    model.fit(
+        np.ones((4, 2)),
+        np.ones((4, 1)),
+        batch_size=2,
+        epochs=1,
+        verbose=0,
+        callbacks=[callback],
+    )
+    assert [os.path.basename(p) for p in callback.checkpoints] == [
+        "step-000003.weights.h5",
+        "step-000004.weights.h5",
+    ]
+    assert sorted(os.listdir(tmp_path)) == [
+        "step-000002.weights.h5",
+        "step-000003.weights.h5",
+        "step-000004.weights.h5",
+    ]
+    # average_at_end=False: the weights are the trained ones, not averaged.
+    assert not all(
+        np.array_equal(a, b) for a, b in zip(before, model.get_weights(), strict=True)
+    )

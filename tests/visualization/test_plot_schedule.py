@@ -9,16 +9,8 @@ import tensorflow as tf
 from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 
+from keras_transformer.schedules import TransformerSchedule
 from keras_transformer.visualization import plot_learning_rate
-
-try:
-    from keras_transformer.schedules import TransformerSchedule
-except ImportError:  # written separately; the lambda tests still run
-    TransformerSchedule = None
-
-needs_schedule = pytest.mark.skipif(
-    TransformerSchedule is None, reason="keras_transformer.schedules is missing"
-)
 
 
 def paper_rate(step, d_model=64, warmup_steps=100):
@@ -84,7 +76,6 @@ def test_tensor_valued_callable():
     np.testing.assert_allclose(line.get_ydata(), np.arange(1, 6) * 1e-3, rtol=1e-6)
 
 
-@needs_schedule
 def test_transformer_schedule():
     schedule = TransformerSchedule(d_model=64, warmup_steps=100)
     # warmup_steps is read from the schedule.
@@ -102,7 +93,6 @@ def test_transformer_schedule():
     assert ax.get_title().startswith("TransformerSchedule(d_model=64")
 
 
-@needs_schedule
 def test_explicit_warmup_overrides_the_schedule():
     schedule = TransformerSchedule(d_model=64, warmup_steps=100)
     fig = plot_learning_rate(schedule, steps=300, warmup_steps=250)
