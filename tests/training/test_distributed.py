@@ -238,3 +238,32 @@ def test_multi_worker_custom_loop_matches_one_process(tmp_path, custom_losses):
     assert np.all(np.isfinite(losses))
     assert losses[0] == losses[1]  # both hold the same all-reduced value
     np.testing.assert_allclose(losses[0], custom_losses, rtol=RTOL)
+
+
+def test_fit_on_two_replicas_needs_build_for_fit():
+    # docs/training.md and notebook 05 say so: without it, Keras 3.15 builds
+    # the compiled loss on the replicas' batches averaged into floats, and
+    # the Transformer refuses float ids.
+    from keras_transformer.losses import MaskedCrossEntropy
+    from keras_transformer.models import Transformer
+    from keras_transformer.training import build_for_fit
+
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")[:2]]
+    assert len(devices) == 2  # tests/conftest.py splits the CPU in two
+    ids = np.array([[5, 6, 7, 3], [8, 9, 3, 0]], "int32")
+    data = tf.data.Dataset.from_tensors(((ids, ids), ids)).repeat(2)
+
+    def compiled():
+        with tf.distribute.MirroredStrategy(devices).scope():
+            model = Transformer(
+                vocab_size=10, num_layers=1, d_model=8, num_heads=2, d_ff=16
+            )
+            model.compile(optimizer="adam", loss=MaskedCrossEntropy())
+        return model
+
+    with pytest.raises(ValueError, match="must be integer token ids"):
+        compiled().fit(data, epochs=1, verbose=0)
+    model = compiled()
+    build_for_fit(model, data)
+    model.fit(data, epochs=1, verbose=0)
+    assert int(model.optimizer.iterations.numpy()) == 2
