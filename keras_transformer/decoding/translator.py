@@ -148,7 +148,15 @@ class Translator(tf.Module):
         Args:
             path: the SavedModel directory.
         """
-        tf.saved_model.save(self, path, signatures={"serving_default": self.__call__})
+        logger = tf.get_logger()  # TensorFlow's "Assets written to" notes
+        level = logger.level
+        logger.setLevel("WARNING")
+        try:
+            tf.saved_model.save(
+                self, path, signatures={"serving_default": self.__call__}
+            )
+        finally:
+            logger.setLevel(level)
 
     @property
     def model(self) -> Any:

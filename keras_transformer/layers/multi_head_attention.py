@@ -234,7 +234,9 @@ class MultiHeadAttention(keras.layers.Layer):
         else:
             k = self._project(key, self.key_kernel, self.key_bias)
             v = self._project(value, self.value_kernel, self.value_bias)
-        return heads_first(k), heads_first(v)
+        # In the compute dtype, as calls of the layer see their inputs (the
+        # projections of a float32 memory by float32 kernels are float32).
+        return tuple(heads_first(ops.cast(t, self.compute_dtype)) for t in (k, v))
 
     def empty_cache(self, batch_size, max_length):
         """Zero `(keys, values)`, `(B, H, max_length, K)`, for self-attention."""
