@@ -15,8 +15,12 @@ import pytest
 
 from keras_transformer import cli
 
+# TensorFlow and Keras first: what they set on import (TensorFlow imports
+# JAX where it is installed, which sets TPU_SKIP_MDS_QUERY) is not ours.
 SCRIPT = """
 import os
+import keras
+import tensorflow
 before = dict(os.environ)
 import keras_transformer
 import keras_transformer.layers
