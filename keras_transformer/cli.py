@@ -270,8 +270,14 @@ class _Stream:
 def _run(args: argparse.Namespace) -> None:
     # Jobs are imported late: TensorFlow's start-up logging is silenced first.
     if args.command == "translate":
+        import tensorflow as tf
+
         from keras_transformer.jobs.translate import translate_files
 
+        # Grappler's rewrites of the loaded graph took 0.6 s of the first
+        # call (half of it) and saved no measurable time on 1000 sentences
+        # (docs/benchmarks.md); this process runs nothing else.
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
         translate_files(args.model, args.files, beam_size=args.beam, alpha=args.alpha)
     elif args.command == "demo":
         from keras_transformer.jobs.demo import run_demo
