@@ -1,7 +1,6 @@
 """The training loss: label-smoothed cross-entropy over real tokens."""
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from keras_transformer.xla import xla_compiled
@@ -149,15 +148,9 @@ class MaskedCrossEntropy(keras.losses.Loss):
                 y_true, y_pred, self.label_smoothing, self.pad_id
             )
         log_probs = _log_probabilities(y_pred, self.from_logits)
-        nll = _target_nll(y_true, log_probs, self.pad_id)
-        if self.label_smoothing == 0:
-            return nll
-        # -sum_k q(k) log p(k) = (1 - eps - off) * nll + off * sum_k -log p(k),
-        # with off = eps / (V - 1), the mass of each id other than y.
-        vocab_size = ops.cast(ops.shape(log_probs)[-1], "float32")
-        off = self.label_smoothing / (vocab_size - 1.0)
-        uniform_nll = -ops.sum(log_probs, axis=-1)
-        return (1.0 - self.label_smoothing - off) * nll + off * uniform_nll
+        return _smoothed_cross_entropy(
+            y_true, log_probs, self.label_smoothing, self.pad_id
+        )
 
     def get_config(self) -> dict:
         return {
@@ -193,9 +186,25 @@ def _fused_token_losses(y_true, logits, label_smoothing: float, pad_id: int):
     faster on CPU (docs/benchmarks.md); elsewhere it is plain ops
     (`keras_transformer.xla`).
     """
+    if keras.backend.backend() != "tensorflow":
+        log_probs = ops.log_softmax(logits, axis=-1)
+        return _smoothed_cross_entropy(y_true, log_probs, label_smoothing, pad_id)
     # Padding ids need not be valid indices; their losses are zeroed later.
     ids = ops.where(ops.equal(y_true, pad_id), 0, y_true)
     return _compiled_cross_entropy(ids, logits, label_smoothing)
+
+
+def _smoothed_cross_entropy(y_true, log_probs, label_smoothing, pad_id):
+    """`-sum_k q(k) log p(k)` from float32 log-probabilities, any backend."""
+    nll = _target_nll(y_true, log_probs, pad_id)
+    if label_smoothing == 0:
+        return nll
+    # -sum_k q(k) log p(k) = (1 - eps - off) * nll + off * sum_k -log p(k),
+    # with off = eps / (V - 1), the mass of each id other than y.
+    vocab_size = ops.cast(ops.shape(log_probs)[-1], "float32")
+    off = label_smoothing / (vocab_size - 1.0)
+    uniform_nll = -ops.sum(log_probs, axis=-1)
+    return (1.0 - label_smoothing - off) * nll + off * uniform_nll
 
 
 def _cross_entropy(ids, logits, label_smoothing):
@@ -207,7 +216,9 @@ def _cross_entropy(ids, logits, label_smoothing):
     exponentials are computed once and the backward pass only scales it
     (TensorFlow's fused kernel does the same; this form compiles faster
     under XLA, which fuses the one-hot target into the gradient).
+    TensorFlow backend only.
     """
+    import tensorflow as tf
 
     @tf.custom_gradient
     def token_losses(logits):
@@ -269,6 +280,10 @@ def _standardize(y_true, y_pred):
 
 def _global_sum(value):
     """Sums `value` over the replicas when called inside a replica context."""
+    if keras.backend.backend() != "tensorflow":
+        return value  # tf.distribute strategies are TensorFlow's.
+    import tensorflow as tf
+
     context = tf.distribute.get_replica_context()
     if context is None or context.num_replicas_in_sync == 1:
         return value

@@ -1,14 +1,13 @@
-"""Functions compiled by XLA inside otherwise plain TensorFlow steps."""
+"""Functions compiled by XLA inside otherwise plain TensorFlow steps.
+
+TensorFlow is imported only when the Keras backend is TensorFlow: on JAX and
+PyTorch `xla_compiled(f)` is `f` itself, and importing this module needs no
+TensorFlow.
+"""
+
+import functools
 
 import keras
-import tensorflow as tf
-
-try:  # Private to TensorFlow: whether ops are being traced for XLA already.
-    from tensorflow.python.ops.control_flow_util import (
-        GraphOrParentsInXlaContext as _in_xla_context,
-    )
-except ImportError:  # pragma: no cover
-    _in_xla_context = None
 
 
 def compile_with_xla(*args):
@@ -24,8 +23,10 @@ def compile_with_xla(*args):
     functions inside a whole-step XLA function made Keras compile the step
     anew at every `fit` call.
     """
-    if keras.backend.backend() != "tensorflow" or _in_xla_context is None:
+    if keras.backend.backend() != "tensorflow" or _xla_context_check() is None:
         return False
+    import tensorflow as tf
+
     if tf.executing_eagerly():
         return False
     if any(tf.is_tensor(a) and not a.shape.is_fully_defined() for a in args):
@@ -37,27 +38,56 @@ def in_xla_context() -> bool:
     """Whether the ops being traced now are compiled by XLA as a whole.
 
     True inside `tf.function(jit_compile=True)` (and functions it calls),
-    where every shape must be static; False eagerly and in plain graphs.
+    where every shape must be static; False eagerly, in plain graphs and on
+    the other Keras backends.
     """
-    if _in_xla_context is None or tf.executing_eagerly():
+    if keras.backend.backend() != "tensorflow":
         return False
-    return bool(_in_xla_context(tf.compat.v1.get_default_graph()))
+    import tensorflow as tf
+
+    check = _xla_context_check()
+    if check is None or tf.executing_eagerly():
+        return False
+    return bool(check(tf.compat.v1.get_default_graph()))
+
+
+@functools.cache
+def _xla_context_check():
+    """TensorFlow's private test of a graph's XLA context, or None if gone.
+
+    A test (tests/test_xla.py) fails loudly when TensorFlow removes it.
+    """
+    try:
+        from tensorflow.python.ops.control_flow_util import (
+            GraphOrParentsInXlaContext,
+        )
+    except ImportError:  # pragma: no cover
+        return None
+    return GraphOrParentsInXlaContext
 
 
 def xla_compiled(function):
     """`function`, run compiled by XLA wherever `compile_with_xla` says so.
 
-    Same values (to rounding) and gradients.
+    Same values (to rounding) and gradients. The compiled version is made on
+    first use, on the TensorFlow backend only.
 
     Example:
 
+    >>> import tensorflow as tf
     >>> square = xla_compiled(lambda x: x * x)
     >>> float(tf.function(square)(tf.constant(3.0)))
     9.0
     """
-    compiled = tf.function(function, jit_compile=True)
 
+    @functools.cache
+    def compiled():
+        import tensorflow as tf
+
+        return tf.function(function, jit_compile=True)
+
+    @functools.wraps(function)
     def call(*args):
-        return compiled(*args) if compile_with_xla(*args) else function(*args)
+        return compiled()(*args) if compile_with_xla(*args) else function(*args)
 
     return call

@@ -2,6 +2,7 @@
 out of the navigation, no docstring the API reference cannot render."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,3 +36,15 @@ def test_docs_build_strict(tmp_path):
     guides = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
     for name in guides:
         assert (site / "guides" / name / "index.html").exists(), name
+
+
+@pytest.mark.slow
+def test_language_model_page_runs_and_learns(capsys):
+    page = (ROOT / "docs" / "language_model.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
+    assert len(blocks) == 1
+    exec(compile(blocks[0], "docs/language_model.md", "exec"), {})
+    accuracy, *completions = capsys.readouterr().out.strip().splitlines()
+    assert float(accuracy.split()[-1]) > 0.5, accuracy
+    assert completions[0].startswith("Freitag,") and len(completions[0]) > 9
+    assert completions[1].startswith("vor") and len(completions[1]) > 4

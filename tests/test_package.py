@@ -7,10 +7,13 @@ pool on some machines even with `TF_CPU_ALLOCATOR_USE_BFC=false`), so the
 tests check the variable we set, not the allocator's behaviour.
 """
 
+import json
 import os
 import subprocess
 import sys
 
+import keras
+import numpy as np
 import pytest
 
 from keras_transformer import cli
@@ -53,3 +56,41 @@ def test_command_asks_for_the_pool_unless_told_otherwise(
     assert cli.main([]) == 2  # No command: help, before TensorFlow is imported.
     assert os.environ["TF_CPU_ALLOCATOR_USE_BFC"] == expected
     assert "demo" in capsys.readouterr().out
+
+
+LOAD_AFTER_TOP_LEVEL_IMPORT = """
+import sys
+import keras
+import numpy as np
+import keras_transformer
+model = keras.models.load_model(sys.argv[1])
+print(np.asarray(model(np.load(sys.argv[2]))).tolist())
+"""
+
+
+def test_keras_file_loads_after_the_top_level_import_alone(tmp_path):
+    from keras_transformer.layers import Encoder, SharedEmbedding
+
+    ids = keras.Input((None,), dtype="int32")
+    embedding = SharedEmbedding(vocab_size=20, d_model=8)
+    hidden = Encoder(num_layers=1, num_heads=2, d_ff=16, max_length=8)(embedding(ids))
+    model = keras.Model(ids, embedding(hidden, reverse=True))
+    batch = np.array([[3, 4, 5, 0]], "int32")
+    model.save(tmp_path / "model.keras")
+    np.save(tmp_path / "batch.npy", batch)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            LOAD_AFTER_TOP_LEVEL_IMPORT,
+            str(tmp_path / "model.keras"),
+            str(tmp_path / "batch.npy"),
+        ],
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    loaded = np.array(json.loads(result.stdout.strip().splitlines()[-1]))
+    np.testing.assert_allclose(loaded, np.asarray(model(batch)), atol=1e-6)

@@ -45,6 +45,6 @@ def test_the_private_tensorflow_function_it_needs_is_there():
     # TensorFlow's `control_flow_util.GraphOrParentsInXlaContext` and, if a
     # TensorFlow release removed it, would silently never compile. This
     # fails instead.
-    assert xla._in_xla_context is not None
+    assert xla._xla_context_check() is not None
     inside = tf.function(lambda: tf.constant(xla.in_xla_context()), jit_compile=True)
     assert bool(inside()) and not xla.in_xla_context()

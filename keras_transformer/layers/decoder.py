@@ -17,6 +17,10 @@ class Decoder(keras.layers.Layer):
     `SharedEmbedding(..., reverse=True)` turns into logits. With
     `norm_first=True` a final LayerNorm follows the stack.
 
+    Called without `memory` from the first call on, the stack is a
+    decoder-only (GPT-style) language model body: causal self-attention and
+    feed-forward layers, no cross-attention.
+
     For incremental decoding, `init_cache(memory, max_length)` gives one
     `(self_cache, cross_cache)` pair per layer; each call with `cache` and
     `cache_index=t` then processes the new position(s) only.
@@ -32,11 +36,15 @@ class Decoder(keras.layers.Layer):
         activation: activation of the feed-forward networks.
         norm_first: pre-LN instead of the paper's post-LN.
         layer_norm_epsilon: epsilon of the layer normalizations.
+        kernel_initializer: initializer of every kernel (attention
+            projections and feed-forward).
+        bias_initializer: initializer of their biases.
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
         x: `(B, T, D)` target embeddings.
-        memory: `(B, S, D)` encoder output.
+        memory: `(B, S, D)` encoder output; `None` for a decoder-only
+            stack.
         x_mask: `(B, T)` target padding mask; defaults to `x`'s Keras mask.
         memory_mask: `(B, S)` source padding mask; defaults to `memory`'s
             Keras mask.
@@ -45,7 +53,8 @@ class Decoder(keras.layers.Layer):
         training: whether dropout is active.
         return_attention_scores: also return
             `{"self_attention": [...], "cross_attention": [...]}`, one
-            `(B, H, T, T)` / `(B, H, T, S)` tensor per layer.
+            `(B, H, T, T)` / `(B, H, T, S)` tensor per layer (no
+            `"cross_attention"` decoder-only).
 
     Returns:
         `(B, T, D)`; with `return_attention_scores`, `(outputs, scores)`;
@@ -78,6 +87,8 @@ class Decoder(keras.layers.Layer):
         activation="relu",
         norm_first=False,
         layer_norm_epsilon=1e-6,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -96,11 +107,13 @@ class Decoder(keras.layers.Layer):
         self.activation = activation
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
 
     def build(self, x_shape, memory_shape=None):
+        # Without a memory shape: a decoder-only stack, no cross-attention.
         input_shape = x_shape
-        memory_shape = x_shape if memory_shape is None else memory_shape
         self.positional_encoding = PositionalEncoding(
             self.max_length,
             learned=self.learned_positions,
@@ -121,6 +134,8 @@ class Decoder(keras.layers.Layer):
                 activation=self.activation,
                 norm_first=self.norm_first,
                 layer_norm_epsilon=self.layer_norm_epsilon,
+                kernel_initializer=self.kernel_initializer,
+                bias_initializer=self.bias_initializer,
                 dtype=self.dtype_policy,
                 name=f"layer_{i}",
             )
@@ -138,7 +153,7 @@ class Decoder(keras.layers.Layer):
     def call(
         self,
         x,
-        memory,
+        memory=None,
         x_mask=None,
         memory_mask=None,
         cache=None,
@@ -149,7 +164,10 @@ class Decoder(keras.layers.Layer):
         start = 0 if cache is None else cache_index
         x = self.positional_encoding(x, start_index=start)
         x = self.embedding_dropout(x, training=training)
-        scores = {"self_attention": [], "cross_attention": []}
+        decoder_only = self.layers[0].cross_attention is None
+        scores = {"self_attention": []}
+        if not decoder_only:
+            scores["cross_attention"] = []
         new_cache = []
         for i, layer in enumerate(self.layers):
             out = layer(
@@ -164,9 +182,10 @@ class Decoder(keras.layers.Layer):
             )
             x = out[0]
             scores["self_attention"].append(out[1])
-            scores["cross_attention"].append(out[2])
+            if not decoder_only:
+                scores["cross_attention"].append(out[2])
             if cache is not None:
-                new_cache.append(out[3])
+                new_cache.append(out[-1])
         if self.final_norm is not None:
             x = self.final_norm(x)
         results = (x,)
@@ -176,17 +195,22 @@ class Decoder(keras.layers.Layer):
             results += (new_cache,)
         return results[0] if len(results) == 1 else results
 
-    def init_cache(self, memory, max_length):
+    def init_cache(self, memory, max_length, batch_size=None):
         """Per-layer `(self_cache, cross_cache)` for incremental decoding.
 
         Args:
-            memory: `(B, S, D)` encoder output.
+            memory: `(B, S, D)` encoder output; `None` for a decoder-only
+                stack, whose cross caches are `None`.
             max_length: number of target positions to reserve.
+            batch_size: `B`; needed only without `memory`.
 
         Returns:
             A list of `num_layers` pairs of `(keys, values)` tensors.
         """
-        batch_size = ops.shape(memory)[0]
+        if batch_size is None:
+            if memory is None:
+                raise ValueError("init_cache needs `batch_size` when `memory` is None")
+            batch_size = ops.shape(memory)[0]
         return [
             (
                 layer.empty_self_cache(batch_size, max_length),
@@ -208,6 +232,8 @@ class Decoder(keras.layers.Layer):
             activation=self.activation,
             norm_first=self.norm_first,
             layer_norm_epsilon=self.layer_norm_epsilon,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            bias_initializer=keras.initializers.serialize(self.bias_initializer),
         )
         return config
 

@@ -18,6 +18,10 @@ class DecoderLayer(keras.layers.Layer):
     `EncoderLayer` (post-LN by default, pre-LN with `norm_first=True`). The
     self-attention is causal: position `t` sees target positions `<= t` only.
 
+    Called without `memory` from the first call on (or built with
+    `memory_shape=None`), the layer is a decoder-only (GPT-style) block:
+    causal self-attention and the feed-forward network, no cross-attention.
+
     For incremental decoding pass `cache=(self_cache, cross_cache)` and
     `cache_index=t`: `x` holds the new position(s) only, the self-attention
     keys/values are written into `self_cache` at `t`, and the cross-attention
@@ -31,11 +35,15 @@ class DecoderLayer(keras.layers.Layer):
         activation: activation of the feed-forward network.
         norm_first: pre-LN instead of the paper's post-LN.
         layer_norm_epsilon: epsilon of the layer normalizations.
+        kernel_initializer: initializer of every kernel (attention
+            projections and feed-forward).
+        bias_initializer: initializer of their biases.
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
         x: `(B, T, D)` target embeddings.
-        memory: `(B, S, D)` encoder output.
+        memory: `(B, S, D)` encoder output; `None` for a decoder-only
+            layer.
         x_mask: `(B, T)` target padding mask; defaults to `x`'s Keras mask.
         memory_mask: `(B, S)` source padding mask; defaults to `memory`'s
             Keras mask.
@@ -48,7 +56,8 @@ class DecoderLayer(keras.layers.Layer):
 
     Returns:
         `(B, T, D)`; with `return_attention_scores`, `(x, self_scores,
-        cross_scores)`; with `cache`, the updated cache is appended.
+        cross_scores)` (`(x, self_scores)` decoder-only); with `cache`, the
+        updated cache is appended.
 
     Example:
 
@@ -73,6 +82,8 @@ class DecoderLayer(keras.layers.Layer):
         activation="relu",
         norm_first=False,
         layer_norm_epsilon=1e-6,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -87,39 +98,48 @@ class DecoderLayer(keras.layers.Layer):
         self.activation = activation
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
 
     def build(self, x_shape, memory_shape=None):
-        memory_shape = x_shape if memory_shape is None else memory_shape
+        # Without a memory shape: a decoder-only block, no cross-attention.
         d_model = x_shape[-1]
         key_dim = head_dim(d_model, self.num_heads)
-        self.self_attention, self.cross_attention = (
-            MultiHeadAttention(
+
+        def attention(name):
+            return MultiHeadAttention(
                 self.num_heads,
                 key_dim=key_dim,
                 dropout=self.attention_dropout,
+                kernel_initializer=self.kernel_initializer,
+                bias_initializer=self.bias_initializer,
                 dtype=self.dtype_policy,
                 name=name,
             )
-            for name in ("self_attention", "cross_attention")
-        )
+
+        self.self_attention = attention("self_attention")
         self.self_attention.build(x_shape, x_shape)
-        self.cross_attention.build(x_shape, memory_shape)
+        self.cross_attention = None
+        if memory_shape is not None:
+            self.cross_attention = attention("cross_attention")
+            self.cross_attention.build(x_shape, memory_shape)
         self.feed_forward = PointwiseFeedForward(
             self.d_ff,
             activation=self.activation,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
             dtype=self.dtype_policy,
             name="feed_forward",
         )
         self.feed_forward.build(x_shape)
-        self.self_attention_norm, self.cross_attention_norm, self.feed_forward_norm = (
-            layer_norm(self, name, x_shape)
-            for name in (
-                "self_attention_norm",
-                "cross_attention_norm",
-                "feed_forward_norm",
+        self.self_attention_norm = layer_norm(self, "self_attention_norm", x_shape)
+        self.cross_attention_norm = None
+        if self.cross_attention is not None:
+            self.cross_attention_norm = layer_norm(
+                self, "cross_attention_norm", x_shape
             )
-        )
+        self.feed_forward_norm = layer_norm(self, "feed_forward_norm", x_shape)
         self.residual_dropout = keras.layers.Dropout(
             self.dropout, dtype=self.dtype_policy, name="residual_dropout"
         )
@@ -127,7 +147,7 @@ class DecoderLayer(keras.layers.Layer):
     def call(
         self,
         x,
-        memory,
+        memory=None,
         x_mask=None,
         memory_mask=None,
         cache=None,
@@ -135,6 +155,7 @@ class DecoderLayer(keras.layers.Layer):
         training=None,
         return_attention_scores=False,
     ):
+        _check_memory(self.cross_attention is not None, memory, cache)
         self_cache, cross_cache = (None, None) if cache is None else cache
         # Masked multi-head self-attention
         residual = x
@@ -165,17 +186,18 @@ class DecoderLayer(keras.layers.Layer):
         x, self_scores = self_out[0], self_out[1]
         x = add_norm(self, self.self_attention_norm, residual, x, training)
         # Multi-head encoder-decoder attention
-        residual = x
-        x = pre_norm(self, self.cross_attention_norm, x)
-        x, cross_scores = self.cross_attention(
-            x,
-            memory,
-            value_mask=memory_mask,
-            return_attention_scores=True,
-            training=training,
-            cache=cross_cache,
-        )[:2]
-        x = add_norm(self, self.cross_attention_norm, residual, x, training)
+        if self.cross_attention is not None:
+            residual = x
+            x = pre_norm(self, self.cross_attention_norm, x)
+            x, cross_scores = self.cross_attention(
+                x,
+                memory,
+                value_mask=memory_mask,
+                return_attention_scores=True,
+                training=training,
+                cache=cross_cache,
+            )[:2]
+            x = add_norm(self, self.cross_attention_norm, residual, x, training)
         # Position-wise feed-forward
         residual = x
         x = pre_norm(self, self.feed_forward_norm, x)
@@ -184,13 +206,20 @@ class DecoderLayer(keras.layers.Layer):
 
         results = (x,)
         if return_attention_scores:
-            results += (self_scores, cross_scores)
+            results += (self_scores,)
+            if self.cross_attention is not None:
+                results += (cross_scores,)
         if cache is not None:
             results += ((self_out[2], cross_cache),)
         return results[0] if len(results) == 1 else results
 
     def compute_cross_cache(self, memory):
-        """Cross-attention keys and values of `memory`, once per sentence."""
+        """Cross-attention keys and values of `memory`, once per sentence.
+
+        `None` for a decoder-only layer (built without a memory).
+        """
+        if self.cross_attention is None:
+            return None
         return self.cross_attention.compute_cache(memory)
 
     def empty_self_cache(self, batch_size, max_length):
@@ -207,6 +236,8 @@ class DecoderLayer(keras.layers.Layer):
             activation=self.activation,
             norm_first=self.norm_first,
             layer_norm_epsilon=self.layer_norm_epsilon,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            bias_initializer=keras.initializers.serialize(self.bias_initializer),
         )
         return config
 
@@ -215,3 +246,19 @@ class DecoderLayer(keras.layers.Layer):
 
     def compute_output_shape(self, x_shape, memory_shape=None):
         return x_shape
+
+
+def _check_memory(has_cross_attention, memory, cache):
+    """The layer was built for the kind of call it gets (memory or none)."""
+    given = memory is not None or (cache is not None and cache[1] is not None)
+    if given and not has_cross_attention:
+        raise ValueError(
+            "This layer was built without a memory (decoder-only, no "
+            "cross-attention); call it without `memory`."
+        )
+    if has_cross_attention and not given:
+        raise ValueError(
+            "This layer has cross-attention: `memory` (or a cache with its "
+            "cross-attention keys and values) is required. Build a new "
+            "layer by calling it without `memory` for a decoder-only block."
+        )

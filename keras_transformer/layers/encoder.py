@@ -26,6 +26,9 @@ class Encoder(keras.layers.Layer):
         activation: activation of the feed-forward networks.
         norm_first: pre-LN instead of the paper's post-LN.
         layer_norm_epsilon: epsilon of the layer normalizations.
+        kernel_initializer: initializer of every kernel (attention
+            projections and feed-forward).
+        bias_initializer: initializer of their biases.
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -34,6 +37,8 @@ class Encoder(keras.layers.Layer):
         training: whether dropout is active.
         return_attention_scores: also return a list with each layer's
             `(B, H, S, S)` self-attention weights.
+        attention_mask: boolean `(B, S, S)` (or `(S, S)`), `True` = may
+            attend, for every layer; combined with the padding mask.
 
     Returns:
         `(B, S, D)`, or `(outputs, scores)`.
@@ -64,6 +69,8 @@ class Encoder(keras.layers.Layer):
         activation="relu",
         norm_first=False,
         layer_norm_epsilon=1e-6,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -82,6 +89,8 @@ class Encoder(keras.layers.Layer):
         self.activation = activation
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
 
     def build(self, input_shape):
@@ -105,6 +114,8 @@ class Encoder(keras.layers.Layer):
                 activation=self.activation,
                 norm_first=self.norm_first,
                 layer_norm_epsilon=self.layer_norm_epsilon,
+                kernel_initializer=self.kernel_initializer,
+                bias_initializer=self.bias_initializer,
                 dtype=self.dtype_policy,
                 name=f"layer_{i}",
             )
@@ -119,13 +130,24 @@ class Encoder(keras.layers.Layer):
             )
             self.final_norm.build(input_shape)
 
-    def call(self, x, mask=None, training=None, return_attention_scores=False):
+    def call(
+        self,
+        x,
+        mask=None,
+        training=None,
+        return_attention_scores=False,
+        attention_mask=None,
+    ):
         x = self.positional_encoding(x)
         x = self.embedding_dropout(x, training=training)
         scores = []
         for layer in self.layers:
             x, layer_scores = layer(
-                x, mask=mask, training=training, return_attention_scores=True
+                x,
+                mask=mask,
+                attention_mask=attention_mask,
+                training=training,
+                return_attention_scores=True,
             )
             scores.append(layer_scores)
         if self.final_norm is not None:
@@ -145,6 +167,8 @@ class Encoder(keras.layers.Layer):
             activation=self.activation,
             norm_first=self.norm_first,
             layer_norm_epsilon=self.layer_norm_epsilon,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            bias_initializer=keras.initializers.serialize(self.bias_initializer),
         )
         return config
 

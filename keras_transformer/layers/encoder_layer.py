@@ -25,6 +25,9 @@ class EncoderLayer(keras.layers.Layer):
         activation: activation of the feed-forward network.
         norm_first: pre-LN instead of the paper's post-LN.
         layer_norm_epsilon: epsilon of the layer normalizations.
+        kernel_initializer: initializer of every kernel (attention
+            projections and feed-forward).
+        bias_initializer: initializer of their biases.
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -33,6 +36,9 @@ class EncoderLayer(keras.layers.Layer):
             Keras mask of `x`.
         training: whether dropout is active.
         return_attention_scores: also return the `(B, H, S, S)` weights.
+        attention_mask: boolean `(B, S, S)` (or `(S, S)`), `True` = may
+            attend, as in `keras.layers.MultiHeadAttention`; combined with
+            the padding mask.
 
     Returns:
         `(B, S, D)`, or `(outputs, scores)`.
@@ -57,6 +63,8 @@ class EncoderLayer(keras.layers.Layer):
         activation="relu",
         norm_first=False,
         layer_norm_epsilon=1e-6,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -71,6 +79,8 @@ class EncoderLayer(keras.layers.Layer):
         self.activation = activation
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
 
     def build(self, input_shape):
@@ -79,6 +89,8 @@ class EncoderLayer(keras.layers.Layer):
             self.num_heads,
             key_dim=head_dim(d_model, self.num_heads),
             dropout=self.attention_dropout,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
             dtype=self.dtype_policy,
             name="self_attention",
         )
@@ -86,6 +98,8 @@ class EncoderLayer(keras.layers.Layer):
         self.feed_forward = PointwiseFeedForward(
             self.d_ff,
             activation=self.activation,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
             dtype=self.dtype_policy,
             name="feed_forward",
         )
@@ -98,7 +112,14 @@ class EncoderLayer(keras.layers.Layer):
             self.dropout, dtype=self.dtype_policy, name="residual_dropout"
         )
 
-    def call(self, x, mask=None, training=None, return_attention_scores=False):
+    def call(
+        self,
+        x,
+        mask=None,
+        training=None,
+        return_attention_scores=False,
+        attention_mask=None,
+    ):
         # Multi-head self-attention
         residual = x
         x = pre_norm(self, self.self_attention_norm, x)
@@ -107,6 +128,7 @@ class EncoderLayer(keras.layers.Layer):
             x,
             query_mask=mask,
             value_mask=mask,
+            attention_mask=attention_mask,
             return_attention_scores=True,
             training=training,
         )
@@ -128,6 +150,8 @@ class EncoderLayer(keras.layers.Layer):
             activation=self.activation,
             norm_first=self.norm_first,
             layer_norm_epsilon=self.layer_norm_epsilon,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            bias_initializer=keras.initializers.serialize(self.bias_initializer),
         )
         return config
 

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_transformer.layers.masking import causal_mask, merge_masks
+from keras_transformer.layers.masking import causal_mask
 from keras_transformer.layers.residual import dense, leading_shape
 from keras_transformer.layers.scaled_dot_product_attention import (
     check_broadcastable,
@@ -36,13 +36,15 @@ class MultiHeadAttention(keras.layers.Layer):
         use_bias: whether the projections have biases.
         output_dim: size of the output; defaults to the query's last axis.
         kernel_initializer: initializer of the projection matrices.
+        bias_initializer: initializer of the projection biases.
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
         query: `(B, T, D)`.
         value: `(B, S, D_v)`.
         key: `(B, S, D_k)`; defaults to `value`.
-        attention_mask: boolean `(B, T, S)`, `True` = may attend.
+        attention_mask: boolean `(B, T, S)`, `True` = may attend; also
+            `(T, S)` for every sequence or `(B, H, T, S)` per head.
         use_causal_mask: also forbid attending to later positions.
         return_attention_scores: also return the `(B, H, T, S)` weights.
         training: whether dropout is active.
@@ -84,6 +86,7 @@ class MultiHeadAttention(keras.layers.Layer):
         use_bias=True,
         output_dim=None,
         kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -96,6 +99,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.use_bias = use_bias
         self.output_dim = output_dim
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
 
     def build(self, query_shape, value_shape=None, key_shape=None):
@@ -133,7 +137,9 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         self.output_bias = (
             self.add_weight(
-                name="output_bias", shape=(self._output_dim,), initializer="zeros"
+                name="output_bias",
+                shape=(self._output_dim,),
+                initializer=self.bias_initializer,
             )
             if self.use_bias
             else None
@@ -170,24 +176,16 @@ class MultiHeadAttention(keras.layers.Layer):
                 v = _write(cache[1], heads_first(v), cache_update_index)
                 key_mask = None  # Cached slots are masked by `attention_mask`.
         key_length = ops.shape(k)[1 if cache is None else 2]
+        scores_shape = (q.shape[0], q.shape[1], k.shape[1 if cache is None else 2])
+        mask = _heads_mask(attention_mask, scores_shape, self.num_heads)
         if use_causal_mask:
             offset = 0 if cache_update_index is None else cache_update_index
-            causal = causal_mask(ops.shape(q)[1], key_length, offset)
-            attention_mask = merge_masks(attention_mask=attention_mask, key_mask=None)
-            attention_mask = (
-                causal
-                if attention_mask is None
-                else ops.logical_and(attention_mask, causal)
-            )
-        if attention_mask is not None:
-            check_broadcastable(
-                "attention_mask",
-                tuple(attention_mask.shape),
-                (q.shape[0], q.shape[1], k.shape[1 if cache is None else 2]),
-            )
-        mask = merge_masks(query_mask, key_mask, attention_mask)
-        if mask is not None:
-            mask = ops.expand_dims(mask, axis=1)  # (B, 1, T, S): all heads.
+            causal = causal_mask(ops.shape(q)[1], key_length, offset)[:, None]
+            mask = causal if mask is None else ops.logical_and(mask, causal)
+        if key_mask is not None:
+            # (B, S) -> (B, 1, 1, S): padded keys, for every head and query.
+            padded = ops.cast(key_mask, "bool")[:, None, None, :]
+            mask = padded if mask is None else ops.logical_and(mask, padded)
         if training and not self.dropout:
             # Training without attention dropout: the same computation,
             # compiled by XLA (it fuses the head transposes and runs the many
@@ -255,7 +253,9 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         bias = (
             self.add_weight(
-                name=f"{name}_bias", shape=(heads, dim), initializer="zeros"
+                name=f"{name}_bias",
+                shape=(heads, dim),
+                initializer=self.bias_initializer,
             )
             if self.use_bias
             else None
@@ -290,6 +290,7 @@ class MultiHeadAttention(keras.layers.Layer):
             use_bias=self.use_bias,
             output_dim=self.output_dim,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            bias_initializer=keras.initializers.serialize(self.bias_initializer),
         )
         return config
 
@@ -301,6 +302,38 @@ class MultiHeadAttention(keras.layers.Layer):
     def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
         output_dim = self.output_dim or query_shape[-1]
         return (*query_shape[:-1], output_dim)
+
+
+def _heads_mask(attention_mask, scores_shape, num_heads):
+    """`attention_mask` as a mask broadcastable to `(B, H, T, S)`, or None.
+
+    `(T, S)` is one mask for every sequence, `(B, T, S)` one per sequence
+    (both shared by the heads) and `(B, H, T, S)` one per head: the ranks
+    `keras.layers.MultiHeadAttention` accepts, with the same meaning.
+    """
+    if attention_mask is None:
+        return None
+    batch, queries, keys = scores_shape
+    rank = len(attention_mask.shape)
+    targets = {
+        2: (queries, keys),
+        3: (batch, queries, keys),
+        4: (batch, num_heads, queries, keys),
+    }
+    if rank not in targets:
+        raise ValueError(
+            "`attention_mask` must have shape (T, S), (B, T, S) or "
+            f"(B, num_heads, T, S). Received: attention_mask.shape="
+            f"{tuple(attention_mask.shape)}"
+        )
+    check_broadcastable("attention_mask", tuple(attention_mask.shape), targets[rank])
+    mask = ops.cast(attention_mask, "bool")
+    # Add the missing leading axes explicitly: broadcasting a (T, S) mask
+    # against (B, H, T, S) scores would work, but a (B, T, S) one would put
+    # T on the heads axis.
+    if rank == 2:
+        return mask[None, None]
+    return mask[:, None] if rank == 3 else mask
 
 
 def _attend(q, k, v, mask, dropout=None):

@@ -25,6 +25,7 @@ class PointwiseFeedForward(keras.layers.Layer):
         dropout: dropout rate after the activation.
         activation: activation of the inner layer.
         kernel_initializer: initializer of both kernels.
+        bias_initializer: initializer of both biases.
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -51,6 +52,7 @@ class PointwiseFeedForward(keras.layers.Layer):
         dropout=0.0,
         activation="relu",
         kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -60,6 +62,7 @@ class PointwiseFeedForward(keras.layers.Layer):
         self.dropout = dropout
         self.activation = keras.activations.get(activation)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
 
     def build(self, input_shape):
@@ -75,6 +78,7 @@ class PointwiseFeedForward(keras.layers.Layer):
             activation=self.activation,
             name="inner",
             kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
             dtype=self.dtype_policy,
         )
         self.inner.build(input_shape)
@@ -86,6 +90,7 @@ class PointwiseFeedForward(keras.layers.Layer):
             1,
             name="outer",
             kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
             dtype=self.dtype_policy,
         )
         self.outer.build((*input_shape[:-1], self.d_ff))
@@ -103,6 +108,7 @@ class PointwiseFeedForward(keras.layers.Layer):
             dropout=self.dropout,
             activation=keras.activations.serialize(self.activation),
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            bias_initializer=keras.initializers.serialize(self.bias_initializer),
         )
         return config
 

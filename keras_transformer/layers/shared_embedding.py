@@ -14,9 +14,10 @@ class SharedEmbedding(keras.layers.Layer):
     """One matrix `U` for the input embeddings and the output projection.
 
     `layer(ids)` looks up `U[ids] * sqrt(d_model)` and marks id 0 as padding
-    with a Keras mask; `layer(x, reverse=True)` gives the logits `x Uᵀ`. One
-    instance serves the encoder input, the decoder input and the pre-softmax
-    linear transformation: the paper's three-way weight tying.
+    with a Keras mask (unless `mask_zero=False`); `layer(x, reverse=True)`
+    gives the logits `x Uᵀ`. One instance serves the encoder input, the
+    decoder input and the pre-softmax linear transformation: the paper's
+    three-way weight tying.
 
     Args:
         vocab_size: number of token ids (including the reserved ones).
@@ -24,6 +25,9 @@ class SharedEmbedding(keras.layers.Layer):
         embeddings_initializer: defaults to a normal distribution with
             standard deviation `d_model ** -0.5`, so scaled embeddings have
             unit variance.
+        mask_zero: mark id 0 as padding with a Keras mask (as
+            `keras.layers.Embedding(mask_zero=True)`); `False` for inputs
+            without padding, such as fixed-length language-model windows.
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -47,7 +51,14 @@ class SharedEmbedding(keras.layers.Layer):
         Vaswani et al. 2017, "Attention Is All You Need", section 3.4.
     """
 
-    def __init__(self, vocab_size, d_model, embeddings_initializer=None, **kwargs):
+    def __init__(
+        self,
+        vocab_size,
+        d_model,
+        embeddings_initializer=None,
+        mask_zero=True,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         for name, value in (("vocab_size", vocab_size), ("d_model", d_model)):
             check_positive_int(name, value)
@@ -58,6 +69,7 @@ class SharedEmbedding(keras.layers.Layer):
                 stddev=d_model**-0.5
             )
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+        self.mask_zero = mask_zero
         self.supports_masking = True
 
     def build(self, input_shape=None):
@@ -85,7 +97,7 @@ class SharedEmbedding(keras.layers.Layer):
     def compute_mask(self, inputs, mask=None):
         # Logits carry no mask: losses here handle padding themselves, and a
         # Keras mask would make Keras reweight them a second time.
-        if "int" in str(inputs.dtype):
+        if self.mask_zero and "int" in str(inputs.dtype):
             return padding_mask(inputs)
         return None
 
@@ -97,6 +109,7 @@ class SharedEmbedding(keras.layers.Layer):
             embeddings_initializer=keras.initializers.serialize(
                 self.embeddings_initializer
             ),
+            mask_zero=self.mask_zero,
         )
         return config
 

@@ -184,3 +184,41 @@ def test_rejects_d_model_not_divisible_by_num_heads():
     x = np.zeros((1, 3, 8), "float32")
     with pytest.raises(ValueError, match=re.escape("d_model=8, num_heads=3")):
         make_decoder(num_heads=3)(x, x)
+
+
+# Decoder-only use (no memory)
+
+
+def test_decoder_only_no_future_leakage_and_cache_equals_full_pass():
+    embedding = SharedEmbedding(vocab_size=V, d_model=D)
+    decoder = make_decoder()
+    full, scores = decoder(
+        embedding(TARGET), training=False, return_attention_scores=True
+    )
+    assert list(scores) == ["self_attention"] and len(scores["self_attention"]) == 2
+    assert all(layer.cross_attention is None for layer in decoder.layers)
+    # Changing later tokens changes no earlier position.
+    changed = TARGET.copy()
+    changed[:, 3:] = 1
+    after = np.asarray(decoder(embedding(changed), training=False))
+    np.testing.assert_allclose(after[:, :3], np.asarray(full)[:, :3], atol=1e-5)
+    # One position at a time with a cache gives the full pass.
+    cache = decoder.init_cache(None, T + 2, batch_size=B)
+    assert cache[0][1] is None  # No cross-attention keys and values.
+    steps = []
+    for t in range(T):
+        out, cache = decoder(
+            embedding(TARGET[:, t : t + 1]), cache=cache, cache_index=t
+        )
+        steps.append(np.asarray(out))
+    real = TARGET != 0
+    np.testing.assert_allclose(
+        np.concatenate(steps, axis=1)[real], np.asarray(full)[real], atol=1e-5
+    )
+
+
+def test_decoder_only_init_cache_needs_a_batch_size():
+    decoder = make_decoder()
+    decoder(np.zeros((B, T, D), "float32"))
+    with pytest.raises(ValueError, match="batch_size"):
+        decoder.init_cache(None, T)

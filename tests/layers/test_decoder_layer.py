@@ -1,5 +1,6 @@
 import re
 
+import keras
 import numpy as np
 import pytest
 from helpers import run_layer_checks
@@ -111,3 +112,63 @@ def test_rejects_bad_hyperparameters(name, value):
     kwargs = {"num_heads": H, "d_ff": D_FF, name: value}
     with pytest.raises(ValueError, match=re.escape(f"{name}={value!r}")):
         DecoderLayer(**kwargs)
+
+
+# Decoder-only use (no memory)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_only_standard_checks(norm_first, tmp_path):
+    layer, _ = run_layer_checks(
+        lambda: DecoderLayer(num_heads=H, d_ff=D_FF, norm_first=norm_first),
+        random(B, T, D),
+        tmp_path,
+        expected_output_shape=(B, T, D),
+    )
+    assert layer.cross_attention is None and layer.cross_attention_norm is None
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_only_wiring_is_causal_self_attention_then_ffn(norm_first):
+    layer = DecoderLayer(num_heads=H, d_ff=D_FF, norm_first=norm_first)
+    x = random(B, T, D)
+    out, scores = layer(x, return_attention_scores=True)
+    n1, n3 = layer.self_attention_norm, layer.feed_forward_norm
+    attend, ffn = layer.self_attention, layer.feed_forward
+    if norm_first:
+        y = x + attend(n1(x), n1(x), use_causal_mask=True)
+        expected = y + ffn(n3(y))
+    else:
+        y = n1(x + attend(x, x, use_causal_mask=True))
+        expected = n3(y + ffn(y))
+    np.testing.assert_allclose(np.asarray(out), np.asarray(expected), atol=1e-5)
+    assert np.all(np.triu(np.asarray(scores), k=1) == 0)  # No future key.
+
+
+def test_decoder_only_layer_refuses_a_memory_and_the_reverse():
+    decoder_only = DecoderLayer(num_heads=H, d_ff=D_FF)
+    decoder_only(random(B, T, D))
+    with pytest.raises(ValueError, match="built without a memory"):
+        decoder_only(random(B, T, D), random(B, S, D))
+    with_memory = DecoderLayer(num_heads=H, d_ff=D_FF)
+    with_memory(random(B, T, D), random(B, S, D))
+    with pytest.raises(ValueError, match="`memory`.*is required"):
+        with_memory(random(B, T, D))
+
+
+def test_initializers_reach_every_kernel_and_bias(tmp_path):
+    layer, _ = run_layer_checks(
+        lambda: DecoderLayer(
+            num_heads=H,
+            d_ff=D_FF,
+            kernel_initializer="ones",
+            bias_initializer=keras.initializers.Constant(0.5),
+        ),
+        {"x": random(B, T, D), "memory": random(B, S, D, seed=1)},
+        tmp_path,
+    )
+    kernels = [w for w in layer.weights if w.path.endswith("kernel")]
+    biases = [w for w in layer.weights if w.path.endswith("bias")]
+    assert len(kernels) == 10 and len(biases) == 10  # 2 x 4 projections, 2 FFN.
+    assert all(np.all(np.asarray(w) == 1) for w in kernels)
+    assert all(np.all(np.asarray(w) == 0.5) for w in biases)

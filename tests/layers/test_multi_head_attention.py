@@ -121,6 +121,52 @@ def test_matches_numpy_reference(use_bias, masked):
     np.testing.assert_allclose(np.asarray(out), ref_out, atol=1e-5)
 
 
+@pytest.mark.parametrize("rank", [2, 3, 4])
+@pytest.mark.parametrize("use_causal_mask", [False, True])
+def test_attention_mask_of_each_rank_as_in_keras(rank, use_causal_mask):
+    # num_heads == T: a (T, S) mask put on the heads axis has a valid shape
+    # and silently applies query rows to heads; Keras's layer is the judge.
+    heads = length = 3
+    ours = MultiHeadAttention(num_heads=heads, key_dim=4)
+    theirs = keras.layers.MultiHeadAttention(num_heads=heads, key_dim=4)
+    query, value = random(B, length, D), random(B, S, D, seed=1)
+    ours(query, value)
+    theirs(query, value)
+    for v in ours.weights:  # Non-zero biases too.
+        v.assign(random(*v.shape, seed=len(v.path)))
+    theirs.set_weights(ours.get_weights())
+    shape = {2: (length, S), 3: (B, length, S), 4: (B, heads, length, S)}[rank]
+    mask = np.random.default_rng(rank).random(shape) < 0.5
+    mask[..., 0] = True  # Every query may attend to something.
+    results = [
+        layer(
+            query,
+            value,
+            attention_mask=mask,
+            use_causal_mask=use_causal_mask,
+            return_attention_scores=True,
+        )
+        for layer in (ours, theirs)
+    ]
+    (out, scores), (keras_out, keras_scores) = results
+    np.testing.assert_allclose(np.asarray(scores), np.asarray(keras_scores), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(keras_out), atol=1e-6)
+    allowed = np.broadcast_to(mask if rank != 3 else mask[:, None], scores.shape)
+    assert np.all(np.asarray(scores)[~allowed] == 0)
+
+
+def test_rejects_attention_mask_of_rank_five():
+    layer = MultiHeadAttention(num_heads=H)
+    with pytest.raises(
+        ValueError, match=re.escape("attention_mask.shape=(1, 2, 2, 3, 5)")
+    ):
+        layer(
+            random(B, T, D),
+            random(B, S, D),
+            attention_mask=np.ones((1, 2, 2, T, S), bool),
+        )
+
+
 @pytest.mark.parametrize("inputs", ["self", "memory"])
 def test_fused_projections_match_numpy_reference(inputs):
     # Self-attention projects Q, K and V with one matmul, and keys and values

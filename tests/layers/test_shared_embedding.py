@@ -52,6 +52,17 @@ def test_mask_marks_id_zero_and_logits_carry_none():
     assert getattr(logits, "_keras_mask", None) is None
 
 
+def test_mask_zero_false_gives_no_mask_and_round_trips(tmp_path):
+    layer, _ = run_layer_checks(
+        lambda: SharedEmbedding(vocab_size=V, d_model=D, mask_zero=False),
+        IDS,
+        tmp_path,
+    )
+    assert getattr(layer(IDS), "_keras_mask", None) is None
+    assert layer.compute_mask(IDS) is None
+    assert SharedEmbedding.from_config(layer.get_config()).mask_zero is False
+
+
 def test_gradients_from_logits_reach_the_single_matrix():
     # loss = sum(R * logits), logits = (s U[ids]) Uᵀ, s = sqrt(D). Then
     # dloss/dU = Rᵀ h (projection) + s * scatter(ids, R U) (lookup), h = s U[ids].
