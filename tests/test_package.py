@@ -59,12 +59,19 @@ def test_command_asks_for_the_pool_unless_told_otherwise(
 
 
 LOAD_AFTER_TOP_LEVEL_IMPORT = """
-import sys
+import json, sys
+import keras_transformer
+light = not any(m in sys.modules for m in ("keras", "tensorflow"))
 import keras
 import numpy as np
-import keras_transformer
 model = keras.models.load_model(sys.argv[1])
-print(np.asarray(model(np.load(sys.argv[2]))).tolist())
+registered = sorted(
+    name.split(">")[1]
+    for name in keras.saving.get_custom_objects()
+    if name.startswith("keras_transformer>")
+)
+outputs = np.asarray(model(np.load(sys.argv[2]))).tolist()
+print(json.dumps({"light": light, "registered": registered, "outputs": outputs}))
 """
 
 
@@ -92,5 +99,29 @@ def test_keras_file_loads_after_the_top_level_import_alone(tmp_path):
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    loaded = np.array(json.loads(result.stdout.strip().splitlines()[-1]))
-    np.testing.assert_allclose(loaded, np.asarray(model(batch)), atol=1e-6)
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["light"]  # Neither Keras nor TensorFlow imported by it.
+    for name in ("Transformer", "MaskedCrossEntropy", "Perplexity", "Encoder"):
+        assert name in report["registered"], report["registered"]
+    np.testing.assert_allclose(
+        np.array(report["outputs"]), np.asarray(model(batch)), atol=1e-6
+    )
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["keras_transformer.layers", "keras_transformer.models", "keras_transformer.data"],
+)
+def test_subpackages_import_first_in_a_fresh_process(module):
+    # The classes are imported when Keras is; a subpackage that imports
+    # Keras itself must not find its siblings half-initialized.
+    code = f"import {module}, keras; print(sorted(keras.saving.get_custom_objects()))"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "keras_transformer>SharedEmbedding" in result.stdout
