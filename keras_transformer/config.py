@@ -138,6 +138,12 @@ class ModelOverrides(_Section):
     attention_dropout: float | None = Field(
         None, ge=0, lt=1, description="dropout on attention weights"
     )
+    sliding_window: int | None = Field(
+        None,
+        ge=1,
+        description="restricted self-attention: attend only to positions "
+        "less than this far away (default: all)",
+    )
 
     def given(self) -> dict[str, Any]:
         """The overrides the recipe sets."""

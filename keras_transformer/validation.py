@@ -5,7 +5,8 @@ def check_positive_int(name: str, value) -> None:
     """Raises `ValueError` unless `value` is an integer >= 1."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(
-            f"`{name}` must be a positive integer. Received: {name}={value!r}"
+            f"Received an invalid value for argument `{name}`, expected a "
+            f"positive integer. Received: {name}={value!r}"
         )
 
 

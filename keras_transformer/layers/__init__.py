@@ -4,7 +4,12 @@ from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.encoder import Encoder
 from keras_transformer.layers.encoder_layer import EncoderLayer
-from keras_transformer.layers.masking import causal_mask, merge_masks, padding_mask
+from keras_transformer.layers.masking import (
+    band_mask,
+    causal_mask,
+    merge_masks,
+    padding_mask,
+)
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.pointwise_feed_forward import PointwiseFeedForward
 from keras_transformer.layers.positional_encoding import (
@@ -25,6 +30,7 @@ __all__ = [
     "PointwiseFeedForward",
     "PositionalEncoding",
     "SharedEmbedding",
+    "band_mask",
     "causal_mask",
     "merge_masks",
     "padding_mask",

@@ -39,6 +39,8 @@ class Decoder(keras.layers.Layer):
         kernel_initializer: initializer of every kernel (attention
             projections and feed-forward).
         bias_initializer: initializer of their biases.
+        sliding_window: restricted self-attention (Table 1): each position
+            attends only to positions less than `sliding_window` away.
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -89,6 +91,7 @@ class Decoder(keras.layers.Layer):
         layer_norm_epsilon=1e-6,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        sliding_window=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -109,6 +112,9 @@ class Decoder(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        if sliding_window is not None:
+            check_positive_int("sliding_window", sliding_window)
+        self.sliding_window = sliding_window
         self.supports_masking = True
 
     def build(self, x_shape, memory_shape=None):
@@ -134,6 +140,7 @@ class Decoder(keras.layers.Layer):
                 activation=self.activation,
                 norm_first=self.norm_first,
                 layer_norm_epsilon=self.layer_norm_epsilon,
+                sliding_window=self.sliding_window,
                 kernel_initializer=self.kernel_initializer,
                 bias_initializer=self.bias_initializer,
                 dtype=self.dtype_policy,
@@ -234,6 +241,7 @@ class Decoder(keras.layers.Layer):
             layer_norm_epsilon=self.layer_norm_epsilon,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
             bias_initializer=keras.initializers.serialize(self.bias_initializer),
+            sliding_window=self.sliding_window,
         )
         return config
 

@@ -38,6 +38,9 @@ class DecoderLayer(keras.layers.Layer):
         kernel_initializer: initializer of every kernel (attention
             projections and feed-forward).
         bias_initializer: initializer of their biases.
+        sliding_window: restricted self-attention (Table 1): each position
+            attends only to positions less than `sliding_window` away
+            (self-attention only; the cross-attention sees the whole memory).
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -84,6 +87,7 @@ class DecoderLayer(keras.layers.Layer):
         layer_norm_epsilon=1e-6,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        sliding_window=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -100,6 +104,9 @@ class DecoderLayer(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        if sliding_window is not None:
+            check_positive_int("sliding_window", sliding_window)
+        self.sliding_window = sliding_window
         self.supports_masking = True
 
     def build(self, x_shape, memory_shape=None):
@@ -107,18 +114,19 @@ class DecoderLayer(keras.layers.Layer):
         d_model = x_shape[-1]
         key_dim = head_dim(d_model, self.num_heads)
 
-        def attention(name):
+        def attention(name, sliding_window=None):
             return MultiHeadAttention(
                 self.num_heads,
                 key_dim=key_dim,
                 dropout=self.attention_dropout,
                 kernel_initializer=self.kernel_initializer,
                 bias_initializer=self.bias_initializer,
+                sliding_window=sliding_window,
                 dtype=self.dtype_policy,
                 name=name,
             )
 
-        self.self_attention = attention("self_attention")
+        self.self_attention = attention("self_attention", self.sliding_window)
         self.self_attention.build(x_shape, x_shape)
         self.cross_attention = None
         if memory_shape is not None:
@@ -238,6 +246,7 @@ class DecoderLayer(keras.layers.Layer):
             layer_norm_epsilon=self.layer_norm_epsilon,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
             bias_initializer=keras.initializers.serialize(self.bias_initializer),
+            sliding_window=self.sliding_window,
         )
         return config
 

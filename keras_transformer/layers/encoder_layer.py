@@ -28,6 +28,8 @@ class EncoderLayer(keras.layers.Layer):
         kernel_initializer: initializer of every kernel (attention
             projections and feed-forward).
         bias_initializer: initializer of their biases.
+        sliding_window: restricted self-attention (Table 1): each position
+            attends only to positions less than `sliding_window` away.
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -65,6 +67,7 @@ class EncoderLayer(keras.layers.Layer):
         layer_norm_epsilon=1e-6,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        sliding_window=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -81,6 +84,9 @@ class EncoderLayer(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        if sliding_window is not None:
+            check_positive_int("sliding_window", sliding_window)
+        self.sliding_window = sliding_window
         self.supports_masking = True
 
     def build(self, input_shape):
@@ -89,6 +95,7 @@ class EncoderLayer(keras.layers.Layer):
             self.num_heads,
             key_dim=head_dim(d_model, self.num_heads),
             dropout=self.attention_dropout,
+            sliding_window=self.sliding_window,
             kernel_initializer=self.kernel_initializer,
             bias_initializer=self.bias_initializer,
             dtype=self.dtype_policy,
@@ -152,6 +159,7 @@ class EncoderLayer(keras.layers.Layer):
             layer_norm_epsilon=self.layer_norm_epsilon,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
             bias_initializer=keras.initializers.serialize(self.bias_initializer),
+            sliding_window=self.sliding_window,
         )
         return config
 

@@ -54,6 +54,35 @@ def causal_mask(query_length, key_length=None, query_offset=0):
     return ops.expand_dims(ops.greater_equal(rows, cols), axis=0)
 
 
+def band_mask(query_length, key_length, width, query_offset=0):
+    """Restricted attention: query `i` may attend to keys `j`, `|i - j| < width`.
+
+    The neighbourhood of Table 1's restricted self-attention, the
+    `sliding_window` of `keras.layers.MultiHeadAttention`.
+
+    Args:
+        query_length: `T`, number of query positions.
+        key_length: `S`, number of key positions.
+        width: positions on each side, the query's own included.
+        query_offset: absolute position of the first query (decoding).
+
+    Returns:
+        Boolean tensor `(1, T, S)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> np.asarray(band_mask(4, 4, 2))[0].astype(int)
+    array([[1, 1, 0, 0],
+           [1, 1, 1, 0],
+           [0, 1, 1, 1],
+           [0, 0, 1, 1]])
+    """
+    rows = ops.expand_dims(ops.arange(query_length) + query_offset, axis=1)
+    cols = ops.expand_dims(ops.arange(key_length), axis=0)
+    return ops.expand_dims(ops.less(ops.abs(rows - cols), width), axis=0)
+
+
 def merge_masks(query_mask=None, key_mask=None, attention_mask=None):
     """Combines padding and attention masks into one `(B, T, S)` mask.
 

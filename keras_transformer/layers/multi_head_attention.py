@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_transformer.layers.masking import causal_mask
+from keras_transformer.layers.masking import band_mask, causal_mask
 from keras_transformer.layers.residual import dense, leading_shape
 from keras_transformer.layers.scaled_dot_product_attention import (
     check_broadcastable,
@@ -35,6 +35,11 @@ class MultiHeadAttention(keras.layers.Layer):
         dropout: dropout rate on the attention weights.
         use_bias: whether the projections have biases.
         output_dim: size of the output; defaults to the query's last axis.
+        sliding_window: restricted self-attention (Table 1, "restricted"):
+            query `i` attends only to keys `j` with `|i - j| < sliding_window`
+            (and `j <= i` as well with a causal mask), as in
+            `keras.layers.MultiHeadAttention`. Positions count from the
+            cache index in incremental decoding.
         kernel_initializer: initializer of the projection matrices.
         bias_initializer: initializer of the projection biases.
         **kwargs: passed to `keras.layers.Layer`.
@@ -87,10 +92,19 @@ class MultiHeadAttention(keras.layers.Layer):
         output_dim=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        sliding_window=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_positive_int("num_heads", num_heads)
+        for name, value in (
+            ("key_dim", key_dim),
+            ("value_dim", value_dim),
+            ("output_dim", output_dim),
+            ("sliding_window", sliding_window),
+        ):
+            if value is not None:
+                check_positive_int(name, value)
         check_rate("dropout", dropout)
         self.num_heads = num_heads
         self.key_dim = key_dim
@@ -100,11 +114,13 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dim = output_dim
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.sliding_window = sliding_window
         self.supports_masking = True
 
     def build(self, query_shape, value_shape=None, key_shape=None):
         value_shape = query_shape if value_shape is None else value_shape
         key_shape = value_shape if key_shape is None else key_shape
+        _check_key_value(value_shape, key_shape)
         for name, shape in (
             ("query", query_shape),
             ("value", value_shape),
@@ -178,10 +194,15 @@ class MultiHeadAttention(keras.layers.Layer):
         key_length = ops.shape(k)[1 if cache is None else 2]
         scores_shape = (q.shape[0], q.shape[1], k.shape[1 if cache is None else 2])
         mask = _heads_mask(attention_mask, scores_shape, self.num_heads)
+        offset = 0 if cache_update_index is None else cache_update_index
         if use_causal_mask:
-            offset = 0 if cache_update_index is None else cache_update_index
             causal = causal_mask(ops.shape(q)[1], key_length, offset)[:, None]
             mask = causal if mask is None else ops.logical_and(mask, causal)
+        if self.sliding_window is not None:
+            window = band_mask(
+                ops.shape(q)[1], key_length, self.sliding_window, offset
+            )[:, None]
+            mask = window if mask is None else ops.logical_and(mask, window)
         if key_mask is not None:
             # (B, S) -> (B, 1, 1, S): padded keys, for every head and query.
             padded = ops.cast(key_mask, "bool")[:, None, None, :]
@@ -291,6 +312,7 @@ class MultiHeadAttention(keras.layers.Layer):
             output_dim=self.output_dim,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
             bias_initializer=keras.initializers.serialize(self.bias_initializer),
+            sliding_window=self.sliding_window,
         )
         return config
 
@@ -300,8 +322,24 @@ class MultiHeadAttention(keras.layers.Layer):
         return keras.Operation.compute_output_spec(self, *args, **kwargs)
 
     def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
+        if value_shape is not None and key_shape is not None:
+            _check_key_value(value_shape, key_shape)
         output_dim = self.output_dim or query_shape[-1]
         return (*query_shape[:-1], output_dim)
+
+
+def _check_key_value(value_shape, key_shape):
+    """Keys and values: one per position, whatever their sizes."""
+    value_axes, key_axes = tuple(value_shape)[1:-1], tuple(key_shape)[1:-1]
+    if len(value_axes) != len(key_axes) or any(
+        v is not None and k is not None and v != k
+        for v, k in zip(value_axes, key_axes, strict=False)
+    ):
+        raise ValueError(
+            "All dimensions of `value` and `key`, except the last one, must "
+            f"be equal. Received: value_shape={tuple(value_shape)} and "
+            f"key_shape={tuple(key_shape)}"
+        )
 
 
 def _heads_mask(attention_mask, scores_shape, num_heads):

@@ -28,6 +28,9 @@ class Transformer(keras.Model):
         learned_positions: learned positional embeddings (Table 3, row E).
         norm_first: pre-LN sublayers instead of the paper's post-LN.
         attention_dropout: dropout on attention weights (0 in the paper).
+        sliding_window: restricted self-attention (Table 1, row 4): each
+            position attends only to positions less than `sliding_window`
+            away, in the encoder and decoder self-attention; `None` = full.
         **kwargs: passed to `keras.Model` (e.g. `name`, `dtype`).
 
     Call arguments:
@@ -64,6 +67,7 @@ class Transformer(keras.Model):
         learned_positions=False,
         norm_first=False,
         attention_dropout=0.0,
+        sliding_window=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -78,6 +82,8 @@ class Transformer(keras.Model):
             check_positive_int(name, value)
         check_rate("dropout", dropout)
         check_rate("attention_dropout", attention_dropout)
+        if sliding_window is not None:
+            check_positive_int("sliding_window", sliding_window)
         if d_model % num_heads:
             raise ValueError(
                 "d_model must be divisible by num_heads. "
@@ -93,6 +99,7 @@ class Transformer(keras.Model):
         self.learned_positions = learned_positions
         self.norm_first = norm_first
         self.attention_dropout = attention_dropout
+        self.sliding_window = sliding_window
 
         stack = dict(
             num_layers=num_layers,
@@ -103,6 +110,7 @@ class Transformer(keras.Model):
             max_length=max_length,
             learned_positions=learned_positions,
             norm_first=norm_first,
+            sliding_window=sliding_window,
             dtype=self.dtype_policy,
         )
         self.embedding = SharedEmbedding(
@@ -245,6 +253,7 @@ class Transformer(keras.Model):
             learned_positions=self.learned_positions,
             norm_first=self.norm_first,
             attention_dropout=self.attention_dropout,
+            sliding_window=self.sliding_window,
         )
         return config
 

@@ -75,7 +75,9 @@ class WordTokenizer(tf.Module):
         return tf.strings.reduce_join(tf.gather(self.vocab, ids), axis=1, separator=" ")
 
 
-def tiny_transformer(vocab_size=24, max_length=40, seed=0, num_layers=2):
+def tiny_transformer(
+    vocab_size=24, max_length=40, seed=0, num_layers=2, sliding_window=None
+):
     if seed is not None:
         keras.utils.set_random_seed(seed)
     model = Transformer(
@@ -86,6 +88,7 @@ def tiny_transformer(vocab_size=24, max_length=40, seed=0, num_layers=2):
         d_ff=32,
         dropout=0.0,
         max_length=max_length,
+        sliding_window=sliding_window,
     )
     model.build()
     return model

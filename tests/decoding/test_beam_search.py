@@ -139,6 +139,16 @@ def test_cached_equals_uncached(model, sources):
         np.testing.assert_allclose(cached[key], uncached[key], atol=1e-5)
 
 
+def test_restricted_attention_cached_equals_uncached(make_transformer, sources):
+    # The window counts positions from the cache index in cached decoding.
+    model = make_transformer(sliding_window=2)
+    cached = beam_search(model, sources, beam_size=3, max_length=8)
+    uncached = beam_search(model, sources, beam_size=3, max_length=8, use_cache=False)
+    for key in ("ids", "lengths"):
+        np.testing.assert_array_equal(cached[key], uncached[key])
+    np.testing.assert_allclose(cached["scores"], uncached["scores"], atol=1e-5)
+
+
 def test_output_is_zero_padded_after_end(model, sources):
     beam = beam_search(
         model, sources, beam_size=4, max_length=10, return_attention_scores=True

@@ -390,3 +390,83 @@ def test_rejects_bad_num_heads(value):
 def test_rejects_bad_dropout(value):
     with pytest.raises(ValueError, match=re.escape(f"dropout={value!r}")):
         MultiHeadAttention(num_heads=H, dropout=value)
+
+
+@pytest.mark.parametrize(
+    "name", ["key_dim", "value_dim", "output_dim", "sliding_window"]
+)
+@pytest.mark.parametrize("value", [0, -2, 1.5])
+def test_rejects_bad_sizes(name, value):
+    with pytest.raises(ValueError, match=re.escape(f"argument `{name}`")):
+        MultiHeadAttention(num_heads=H, **{name: value})
+
+
+def test_rejects_keys_and_values_of_different_lengths():
+    layer = MultiHeadAttention(num_heads=H)
+    with pytest.raises(ValueError, match="except the last one, must be equal"):
+        layer(random(B, T, D), random(B, S, D), random(B, S + 1, D))
+    with pytest.raises(ValueError, match="must be equal"):
+        layer.compute_output_shape((B, T, D), (B, S, D), (B, S + 1, D))
+
+
+# Restricted self-attention (sliding_window)
+
+
+def test_standard_checks_sliding_window(tmp_path):
+    layer, _ = run_layer_checks(
+        lambda: MultiHeadAttention(num_heads=H, sliding_window=2),
+        {"query": random(B, S, D), "value": random(B, S, D, seed=1)},
+        tmp_path,
+    )
+    assert layer.get_config()["sliding_window"] == 2
+
+
+@pytest.mark.parametrize("use_causal_mask", [False, True])
+def test_sliding_window_zeroes_weights_outside_the_band_as_keras(use_causal_mask):
+    window, length = 2, 6
+    ours = MultiHeadAttention(num_heads=H, key_dim=4, sliding_window=window)
+    theirs = keras.layers.MultiHeadAttention(
+        num_heads=H, key_dim=4, sliding_window=window
+    )
+    x = random(B, length, D)
+    ours(x, x)
+    theirs(x, x)
+    theirs.set_weights(ours.get_weights())
+    out, scores = ours(
+        x, x, use_causal_mask=use_causal_mask, return_attention_scores=True
+    )
+    keras_out, keras_scores = theirs(
+        x, x, use_causal_mask=use_causal_mask, return_attention_scores=True
+    )
+    i, j = np.indices((length, length))
+    allowed = (np.abs(i - j) < window) & ((j <= i) | (not use_causal_mask))
+    scores = np.asarray(scores)
+    assert np.all(scores[..., ~allowed] == 0) and np.all(scores[..., allowed] > 0)
+    np.testing.assert_allclose(scores, np.asarray(keras_scores), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(keras_out), atol=1e-6)
+
+
+def test_sliding_window_as_wide_as_the_sequence_is_full_attention():
+    full = MultiHeadAttention(num_heads=H)
+    x, memory = random(B, T, D), random(B, S, D, seed=1)
+    expected = np.asarray(full(x, memory))
+    # Key j and query i are at most max(T, S) - 1 apart.
+    restricted = MultiHeadAttention(num_heads=H, sliding_window=max(T, S))
+    restricted(x, memory)
+    restricted.set_weights(full.get_weights())
+    np.testing.assert_allclose(np.asarray(restricted(x, memory)), expected, atol=1e-6)
+
+
+def test_sliding_window_cache_equals_full_pass():
+    length = 6
+    layer = MultiHeadAttention(num_heads=H, sliding_window=3)
+    x = random(B, length, D)
+    full = np.asarray(layer(x, x, use_causal_mask=True))
+    cache, pieces = layer.empty_cache(B, length), []
+    for t in range(length):
+        step = x[:, t : t + 1]
+        out, cache = layer(
+            step, step, use_causal_mask=True, cache=cache, cache_update_index=t
+        )
+        pieces.append(np.asarray(out))
+    np.testing.assert_allclose(np.concatenate(pieces, axis=1), full, atol=1e-5)

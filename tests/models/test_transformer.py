@@ -93,6 +93,7 @@ def test_config_round_trip():
         learned_positions=True,
         norm_first=True,
         attention_dropout=0.05,
+        sliding_window=3,
         name="translator",
     )
     config = model.get_config()
@@ -150,6 +151,18 @@ def test_no_future_leakage_through_the_model():
         )
         # ... and position t + 1 does see its own new token.
         assert not np.allclose(changed_logits[:, t + 1], logits[:, t + 1], atol=1e-3)
+
+
+def test_restricted_self_attention_sees_only_its_window():
+    # One decoder layer, window 2: position t sees target tokens t - 1 and t.
+    model = tiny_model(num_layers=1, sliding_window=2, dropout=0.0)
+    source, target_in = toy_batch(batch_size=2, source_length=6, target_length=6)
+    logits = np.asarray(model((source, target_in)))
+    changed = target_in.copy()
+    changed[:, 1] = np.where(target_in[:, 1] == 4, 5, 4)
+    changed_logits = np.asarray(model((source, changed)))
+    np.testing.assert_allclose(changed_logits[:, 3:], logits[:, 3:], atol=ATOL)
+    assert not np.allclose(changed_logits[:, 1:3], logits[:, 1:3], atol=1e-3)
 
 
 @pytest.mark.parametrize(
