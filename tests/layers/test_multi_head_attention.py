@@ -470,3 +470,38 @@ def test_sliding_window_cache_equals_full_pass():
         )
         pieces.append(np.asarray(out))
     np.testing.assert_allclose(np.concatenate(pieces, axis=1), full, atol=1e-5)
+
+
+@pytest.mark.parametrize("use_causal_mask", [False, True])
+def test_sliding_window_on_long_inputs_computes_only_the_band(use_causal_mask):
+    # At least 32 windows long: `restricted_attention` (blocks) runs instead
+    # of full scores; Keras's layer, with the same weights, is the judge.
+    window, length = 2, 70
+    ours = MultiHeadAttention(num_heads=H, key_dim=4, sliding_window=window)
+    theirs = keras.layers.MultiHeadAttention(
+        num_heads=H, key_dim=4, sliding_window=window
+    )
+    x = random(B, length, D)
+    ours(x, x)
+    theirs(x, x)
+    theirs.set_weights(ours.get_weights())
+    key_mask = np.ones((B, length), bool)
+    key_mask[1, 60:] = False
+    assert ours._blocked_window(x[..., None], x[..., None], None, None, False)
+    out = ours(x, x, value_mask=key_mask, use_causal_mask=use_causal_mask)
+    allowed = np.broadcast_to(key_mask[:, None, :], (B, length, length))
+    expected = theirs(x, x, attention_mask=allowed, use_causal_mask=use_causal_mask)
+    # Padded positions whose window holds only padding: zeros here, uniform
+    # weights in Keras (docs/design.md); their outputs are never used.
+    real = key_mask
+    np.testing.assert_allclose(
+        np.asarray(out)[real], np.asarray(expected)[real], atol=1e-5
+    )
+
+
+def test_standard_checks_sliding_window_on_long_inputs(tmp_path):
+    run_layer_checks(
+        lambda: MultiHeadAttention(num_heads=H, sliding_window=2),
+        {"query": random(B, 64, D), "value": random(B, 64, D, seed=1)},
+        tmp_path,
+    )
