@@ -19,18 +19,33 @@ get the same pooled CPU allocator in your programs (docs/training.md).
 import importlib
 import importlib.abc
 import sys
+import threading
+import warnings
 
 __version__ = "0.1.0"
 
-_KERAS_CLASSES = ("layers", "losses", "metrics", "models", "schedules")
+_KERAS_CLASSES = tuple(
+    f"{__name__}.{name}"
+    for name in ("layers", "losses", "metrics", "models", "schedules")
+)
 
 
-def _import_keras_classes() -> None:
-    names = [f"{__name__}.{name}" for name in _KERAS_CLASSES]
-    # Keras imported by one of them: that import registers what it loads
-    # (importing the others now would find it half-initialized).
-    if not any(name in sys.modules for name in names):
-        for name in names:
+def _import_keras_classes(done: str = "") -> None:
+    """Imports the modules of Keras classes that are not imported yet.
+
+    Not while one of them (or `xla`, which they use) is half-imported: its
+    names would be missing. Each calls this as its last line (`done`, its
+    own name), so the last of them to finish imports the rest.
+    """
+    for name in (*_KERAS_CLASSES, f"{__name__}.xla"):
+        module = sys.modules.get(name)
+        # importlib marks a module's spec `_initializing` while its code runs
+        # (private; tests/test_package.py fails loudly if that changes).
+        if name != done and getattr(module, "__spec__", None) is not None:
+            if getattr(module.__spec__, "_initializing", False):
+                return
+    for name in _KERAS_CLASSES:
+        if name not in sys.modules:
             importlib.import_module(name)
 
 
@@ -42,17 +57,27 @@ class _AfterKerasImport(importlib.abc.MetaPathFinder):
     without importing.
     """
 
+    def __init__(self):
+        self._asking = threading.local()
+
     def find_spec(self, name, path, target=None):
-        if name != "keras":
+        if name != "keras" or getattr(self._asking, "now", False):
             return None
-        for finder in sys.meta_path:  # The spec the others would give.
-            if finder is not self and hasattr(finder, "find_spec"):
-                spec = finder.find_spec(name, path, target)
-                if spec is not None:
-                    break
-        else:
-            return None
-        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+        self._asking.now = True  # The other finders may ask the meta path.
+        try:
+            spec = next(
+                (
+                    spec
+                    for finder in sys.meta_path
+                    if finder is not self and hasattr(finder, "find_spec")
+                    for spec in [finder.find_spec(name, path, target)]
+                    if spec is not None
+                ),
+                None,
+            )
+        finally:
+            self._asking.now = False
+        if spec is None or not hasattr(spec.loader, "exec_module"):
             return spec
         exec_module = spec.loader.exec_module
 
@@ -60,12 +85,19 @@ class _AfterKerasImport(importlib.abc.MetaPathFinder):
             exec_module(module)
             if self in sys.meta_path:
                 sys.meta_path.remove(self)
-            _import_keras_classes()
+            try:
+                _import_keras_classes()
+            except Exception as error:  # Keras itself imported fine.
+                warnings.warn(
+                    f"keras_transformer could not register its Keras classes: {error}",
+                    stacklevel=2,
+                )
 
         spec.loader.exec_module = exec_then_register
         return spec
 
 
+sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "_AfterKerasImport"]
 if "keras" in sys.modules:
     _import_keras_classes()
 else:

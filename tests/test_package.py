@@ -108,20 +108,59 @@ def test_keras_file_loads_after_the_top_level_import_alone(tmp_path):
     )
 
 
+CLASSES = ("SharedEmbedding", "Transformer", "MaskedCrossEntropy", "Perplexity")
+CLASSES += ("TransformerSchedule",)
+
+
 @pytest.mark.parametrize(
-    "module",
-    ["keras_transformer.layers", "keras_transformer.models", "keras_transformer.data"],
+    "first",
+    [
+        "keras_transformer.xla",
+        "keras_transformer.layers",
+        "keras_transformer.models",
+        "keras_transformer.metrics",
+        "keras_transformer.data",
+        "importlib.reload(keras_transformer)",
+    ],
 )
-def test_subpackages_import_first_in_a_fresh_process(module):
-    # The classes are imported when Keras is; a subpackage that imports
-    # Keras itself must not find its siblings half-initialized.
-    code = f"import {module}, keras; print(sorted(keras.saving.get_custom_objects()))"
+def test_every_class_registered_whatever_is_imported_first(first):
+    # The classes are imported when Keras is; a module of ours that imports
+    # Keras itself must neither find its siblings half-initialized nor leave
+    # any class unregistered. A reload must not stack import hooks.
+    if first.startswith("importlib"):
+        code = f"import importlib, keras_transformer; {first}; "
+    else:
+        code = f"import {first}; "
+    code += (
+        "import sys, keras; "
+        "print(sorted(keras.saving.get_custom_objects())); "
+        "print([type(f).__name__ for f in sys.meta_path])"
+    )
     result = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-W", "error::UserWarning", "-c", code],
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "keras_transformer>SharedEmbedding" in result.stdout
+    registered, finders = result.stdout.strip().splitlines()[-2:]
+    for name in CLASSES:
+        assert f"keras_transformer>{name}" in registered, (name, registered)
+    assert "_AfterKerasImport" not in finders
+
+
+def test_the_private_import_flag_it_relies_on_is_there(tmp_path):
+    # `_import_keras_classes` skips while a module of ours is half-imported,
+    # which it reads from importlib's private `spec._initializing`. If Python
+    # drops the flag, this fails instead of the registration going wrong.
+    (tmp_path / "probe_module.py").write_text(
+        "import sys\nFLAG = sys.modules[__name__].__spec__._initializing\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import probe_module
+    finally:
+        sys.path.pop(0)
+    assert probe_module.FLAG is True
+    assert probe_module.__spec__._initializing is False

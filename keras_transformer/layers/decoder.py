@@ -185,12 +185,14 @@ class Decoder(keras.layers.Layer):
                 cache=None if cache is None else cache[i],
                 cache_index=cache_index,
                 training=training,
-                return_attention_scores=True,
+                return_attention_scores=return_attention_scores,
             )
+            out = out if isinstance(out, (tuple, list)) else (out,)
             x = out[0]
-            scores["self_attention"].append(out[1])
-            if not decoder_only:
-                scores["cross_attention"].append(out[2])
+            if return_attention_scores:
+                scores["self_attention"].append(out[1])
+                if not decoder_only:
+                    scores["cross_attention"].append(out[2])
             if cache is not None:
                 new_cache.append(out[-1])
         if self.final_norm is not None:
@@ -214,6 +216,16 @@ class Decoder(keras.layers.Layer):
         Returns:
             A list of `num_layers` pairs of `(keys, values)` tensors.
         """
+        has_cross_attention = self.layers[0].cross_attention is not None
+        if has_cross_attention and memory is None:
+            raise ValueError(
+                "This decoder has cross-attention: init_cache needs `memory`"
+            )
+        if memory is not None and not has_cross_attention:
+            raise ValueError(
+                "This decoder is decoder-only (built without a memory): "
+                "call init_cache(None, max_length, batch_size=...)"
+            )
         if batch_size is None:
             if memory is None:
                 raise ValueError("init_cache needs `batch_size` when `memory` is None")

@@ -174,9 +174,13 @@ class DecoderLayer(keras.layers.Layer):
                 x,
                 value_mask=x_mask,
                 use_causal_mask=True,
-                return_attention_scores=True,
+                return_attention_scores=return_attention_scores,
                 training=training,
             )
+            # Scores only when asked: without them a long restricted layer
+            # computes only its band (MultiHeadAttention, sliding_window).
+            if not return_attention_scores:
+                self_out = (self_out, None)
         else:
             # Attend to cached slots 0 .. cache_index + t only.
             allowed = causal_mask(

@@ -149,14 +149,16 @@ class Encoder(keras.layers.Layer):
         x = self.embedding_dropout(x, training=training)
         scores = []
         for layer in self.layers:
-            x, layer_scores = layer(
+            out = layer(
                 x,
                 mask=mask,
                 attention_mask=attention_mask,
                 training=training,
-                return_attention_scores=True,
+                return_attention_scores=return_attention_scores,
             )
-            scores.append(layer_scores)
+            x = out[0] if return_attention_scores else out
+            if return_attention_scores:
+                scores.append(out[1])
         if self.final_norm is not None:
             x = self.final_norm(x)
         return (x, scores) if return_attention_scores else x

@@ -130,15 +130,18 @@ class EncoderLayer(keras.layers.Layer):
         # Multi-head self-attention
         residual = x
         x = pre_norm(self, self.self_attention_norm, x)
-        x, scores = self.self_attention(
+        out = self.self_attention(
             x,
             x,
             query_mask=mask,
             value_mask=mask,
             attention_mask=attention_mask,
-            return_attention_scores=True,
+            return_attention_scores=return_attention_scores,
             training=training,
         )
+        # Scores only when asked: without them a long restricted layer
+        # computes only its band (MultiHeadAttention, sliding_window).
+        x, scores = out if return_attention_scores else (out, None)
         x = add_norm(self, self.self_attention_norm, residual, x, training)
         # Position-wise feed-forward
         residual = x

@@ -148,9 +148,12 @@ class Transformer(keras.Model):
 
     def call(self, inputs, training=None, return_attention_scores=False):
         source_ids, target_in = inputs
-        memory, source_mask, encoder_scores = self.encode(
-            source_ids, training=training, return_attention_scores=True
+        encoded = self.encode(
+            source_ids,
+            training=training,
+            return_attention_scores=return_attention_scores,
         )
+        memory, source_mask = encoded[:2]
         out = self.decode(
             target_in,
             memory,
@@ -162,7 +165,7 @@ class Transformer(keras.Model):
             return out
         logits, decoder_scores = out
         return logits, {
-            "encoder": encoder_scores,
+            "encoder": encoded[2],
             "decoder_self": decoder_scores["self_attention"],
             "decoder_cross": decoder_scores["cross_attention"],
         }
@@ -181,12 +184,15 @@ class Transformer(keras.Model):
         _check_ids("source_ids", source_ids)
         source_mask = padding_mask(source_ids)
         x = self.embedding(source_ids)
-        memory, scores = self.encoder(
-            x, mask=source_mask, training=training, return_attention_scores=True
+        out = self.encoder(
+            x,
+            mask=source_mask,
+            training=training,
+            return_attention_scores=return_attention_scores,
         )
         if return_attention_scores:
-            return memory, source_mask, scores
-        return memory, source_mask
+            return out[0], source_mask, out[1]
+        return out, source_mask
 
     def decode(
         self,
@@ -224,16 +230,16 @@ class Transformer(keras.Model):
             cache=cache,
             cache_index=cache_index,
             training=training,
-            return_attention_scores=True,
+            return_attention_scores=return_attention_scores,
         )
-        hidden, scores = out[0], out[1]
+        out = out if isinstance(out, (tuple, list)) else (out,)
         # Pre-softmax projection with the shared matrix; softmax in float32.
-        logits = ops.cast(self.embedding(hidden, reverse=True), "float32")
+        logits = ops.cast(self.embedding(out[0], reverse=True), "float32")
         results = (logits,)
         if return_attention_scores:
-            results += (scores,)
+            results += (out[1],)
         if cache is not None:
-            results += (out[2],)
+            results += (out[-1],)
         return results[0] if len(results) == 1 else results
 
     def init_cache(self, memory, max_length):

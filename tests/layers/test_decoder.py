@@ -222,3 +222,18 @@ def test_decoder_only_init_cache_needs_a_batch_size():
     decoder(np.zeros((B, T, D), "float32"))
     with pytest.raises(ValueError, match="batch_size"):
         decoder.init_cache(None, T)
+    with pytest.raises(ValueError, match="decoder-only"):
+        decoder.init_cache(np.zeros((B, S, D), "float32"), T)
+    stack = Stack()
+    stack(SOURCE, TARGET)
+    with pytest.raises(ValueError, match="needs `memory`"):
+        stack.decoder.init_cache(None, T, batch_size=B)
+
+
+def test_long_restricted_decoder_without_scores_computes_the_same():
+    decoder = make_decoder(sliding_window=2, max_length=80)
+    x = np.random.default_rng(0).normal(size=(B, 70, D)).astype("float32")
+    memory = np.random.default_rng(1).normal(size=(B, S, D)).astype("float32")
+    blocked = decoder(x, memory)
+    full, _ = decoder(x, memory, return_attention_scores=True)
+    np.testing.assert_allclose(np.asarray(blocked), np.asarray(full), atol=1e-5)

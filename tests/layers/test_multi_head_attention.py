@@ -35,6 +35,21 @@ def numpy_mha(layer, query, value, key=None, mask=None):
     return (output + w["output_bias"] if layer.use_bias else output), weights
 
 
+def keras_twins(query, value, **kwargs):
+    """Our layer and Keras's, built on `query`/`value`, with the same weights.
+
+    Our weights are set to random values first, so the biases are not zero.
+    """
+    ours = MultiHeadAttention(**kwargs)
+    theirs = keras.layers.MultiHeadAttention(**kwargs)
+    ours(query, value)
+    theirs(query, value)
+    for v in ours.weights:
+        v.assign(random(*v.shape, seed=len(v.path)))
+    theirs.set_weights(ours.get_weights())
+    return ours, theirs
+
+
 def random(*shape, seed=0):
     return np.random.default_rng(seed).normal(size=shape).astype("float32")
 
@@ -127,14 +142,8 @@ def test_attention_mask_of_each_rank_as_in_keras(rank, use_causal_mask):
     # num_heads == T: a (T, S) mask put on the heads axis has a valid shape
     # and silently applies query rows to heads; Keras's layer is the judge.
     heads = length = 3
-    ours = MultiHeadAttention(num_heads=heads, key_dim=4)
-    theirs = keras.layers.MultiHeadAttention(num_heads=heads, key_dim=4)
     query, value = random(B, length, D), random(B, S, D, seed=1)
-    ours(query, value)
-    theirs(query, value)
-    for v in ours.weights:  # Non-zero biases too.
-        v.assign(random(*v.shape, seed=len(v.path)))
-    theirs.set_weights(ours.get_weights())
+    ours, theirs = keras_twins(query, value, num_heads=heads, key_dim=4)
     shape = {2: (length, S), 3: (B, length, S), 4: (B, heads, length, S)}[rank]
     mask = np.random.default_rng(rank).random(shape) < 0.5
     mask[..., 0] = True  # Every query may attend to something.
@@ -424,14 +433,8 @@ def test_standard_checks_sliding_window(tmp_path):
 @pytest.mark.parametrize("use_causal_mask", [False, True])
 def test_sliding_window_zeroes_weights_outside_the_band_as_keras(use_causal_mask):
     window, length = 2, 6
-    ours = MultiHeadAttention(num_heads=H, key_dim=4, sliding_window=window)
-    theirs = keras.layers.MultiHeadAttention(
-        num_heads=H, key_dim=4, sliding_window=window
-    )
     x = random(B, length, D)
-    ours(x, x)
-    theirs(x, x)
-    theirs.set_weights(ours.get_weights())
+    ours, theirs = keras_twins(x, x, num_heads=H, key_dim=4, sliding_window=window)
     out, scores = ours(
         x, x, use_causal_mask=use_causal_mask, return_attention_scores=True
     )
@@ -477,14 +480,8 @@ def test_sliding_window_on_long_inputs_computes_only_the_band(use_causal_mask):
     # At least 32 windows long: `restricted_attention` (blocks) runs instead
     # of full scores; Keras's layer, with the same weights, is the judge.
     window, length = 2, 70
-    ours = MultiHeadAttention(num_heads=H, key_dim=4, sliding_window=window)
-    theirs = keras.layers.MultiHeadAttention(
-        num_heads=H, key_dim=4, sliding_window=window
-    )
     x = random(B, length, D)
-    ours(x, x)
-    theirs(x, x)
-    theirs.set_weights(ours.get_weights())
+    ours, theirs = keras_twins(x, x, num_heads=H, key_dim=4, sliding_window=window)
     key_mask = np.ones((B, length), bool)
     key_mask[1, 60:] = False
     assert ours._blocked_window(x[..., None], x[..., None], None, None, False)
