@@ -40,7 +40,10 @@ class MultiHeadAttention(keras.layers.Layer):
             query `i` attends only to keys `j` with `|i - j| < sliding_window`
             (and `j <= i` as well with a causal mask), as in
             `keras.layers.MultiHeadAttention`. Positions count from the
-            cache index in incremental decoding.
+            cache index in incremental decoding. On inputs of at least
+            32 windows whose length is known when traced (and without a
+            cache, an `attention_mask`, attention dropout or returned
+            scores) only the band is computed (`restricted_attention`).
         kernel_initializer: initializer of the projection matrices.
         bias_initializer: initializer of the projection biases.
         **kwargs: passed to `keras.layers.Layer`.
