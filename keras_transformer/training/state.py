@@ -169,22 +169,20 @@ def write_atomically(path: str | os.PathLike, write: Callable) -> None:
 
 def save_model_atomically(model: keras.Model, path: str | os.PathLike) -> None:
     """`model.save(path)` (a `.keras` file), atomically."""
-    path = os.fspath(path)
-    temporary = f"{path.removesuffix('.keras')}.tmp-{os.getpid()}.keras"
-    try:
-        model.save(temporary)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+    _save_through_temporary(model.save, path, ".keras")
 
 
 def save_weights_atomically(model: keras.Model, path: str | os.PathLike) -> None:
     """`model.save_weights(path)` (a `.weights.h5` file), atomically."""
+    _save_through_temporary(model.save_weights, path, ".weights.h5")
+
+
+def _save_through_temporary(save, path: str | os.PathLike, suffix: str) -> None:
+    """`save` to a temporary name with Keras's `suffix`, then rename to `path`."""
     path = os.fspath(path)
-    temporary = f"{path.removesuffix('.weights.h5')}.tmp-{os.getpid()}.weights.h5"
+    temporary = f"{path.removesuffix(suffix)}.tmp-{os.getpid()}{suffix}"
     try:
-        model.save_weights(temporary)
+        save(temporary)
         os.replace(temporary, path)
     finally:
         if os.path.exists(temporary):
