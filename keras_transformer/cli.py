@@ -155,8 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--batch-tokens",
         type=_positive_int,
-        default=4096,
-        help="source tokens per beam-search batch (default: 4096)",
+        default=None,
+        help="source tokens per beam-search batch (default: 16384 / beam size)",
     )
     export.add_argument(
         "--overwrite", action="store_true", help="replace a SavedModel at --out"

@@ -255,8 +255,10 @@ class EvaluationConfig(_Section):
 
     beam_size: int = Field(4, ge=1, description="beam size; 1 is greedy search")
     alpha: float = Field(0.6, ge=0, description="length penalty")
-    batch_tokens: int = Field(
-        4096, ge=1, description="source tokens per beam-search batch"
+    batch_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="source tokens per beam-search batch; null: 16384 / beam_size",
     )
 
 

@@ -16,8 +16,14 @@ from keras_transformer.decoding.search_utils import (
 )
 from keras_transformer.validation import check_positive_int
 
-BATCH_TOKENS = 4096
-"""Source tokens (padding included) per search batch, by default."""
+HYPOTHESIS_TOKENS = 16384
+"""Hypotheses x source tokens (padding included) per search batch, by default.
+
+That is 4096 source tokens for beam 4 and 16384 for greedy search: on 2
+CPU cores greedy search of Multi30k test2016 took 3.1-3.5 s with these
+batches against 3.9-4.6 s with 4096 source tokens, and beam 4 was as fast
+with 8192 as with 4096 and slower with 2048 (see docs/benchmarks.md).
+"""
 
 
 class Translator(tf.Module):
@@ -25,9 +31,10 @@ class Translator(tf.Module):
 
     Calling it tokenizes the sentences, appends the end id 3 (sources look
     like in training: tokens + [end]), sorts them by length, runs beam
-    search on batches of about `batch_tokens` source tokens (beam size 1 is
-    exactly greedy search), detokenizes the best hypotheses and returns them
-    in the input's order. Sorting keeps padding small, and each search drops
+    search on batches of about `batch_tokens` source tokens (by default
+    `HYPOTHESIS_TOKENS // beam_size`; beam size 1 is exactly greedy
+    search), detokenizes the best hypotheses and returns them in the
+    input's order. Sorting keeps padding small, and each search drops
     sentences that are done from its batch; neither changes a translation
     (tested). Everything is TensorFlow ops in one `tf.function`, so the
     SavedModel needs neither this package nor Keras to run: load it with
@@ -62,7 +69,9 @@ class Translator(tf.Module):
         jit_compile: compile the search with XLA, once per batch shape, with
             fixed shapes (no compaction) and this beam size only (measure
             first: on CPUs it is slower; see docs/benchmarks.md).
-        batch_tokens: source tokens, padding included, per search batch.
+        batch_tokens: source tokens, padding included, per search batch;
+            None: `HYPOTHESIS_TOKENS // beam_size`, so that a batch holds
+            about as many hypotheses for each beam size.
         name: name of the `tf.Module`.
 
     Call arguments:
@@ -101,12 +110,13 @@ class Translator(tf.Module):
         max_length: int | None = None,
         use_cache: bool = True,
         jit_compile: bool = False,
-        batch_tokens: int = BATCH_TOKENS,
+        batch_tokens: int | None = None,
         name: str | None = None,
     ) -> None:
         super().__init__(name=name)
         check_positive_int("beam_size", beam_size)
-        check_positive_int("batch_tokens", batch_tokens)
+        if batch_tokens is not None:
+            check_positive_int("batch_tokens", batch_tokens)
         for method in ("tokenize", "detokenize"):
             if not callable(getattr(tokenizer, method, None)):
                 raise TypeError(
@@ -216,6 +226,7 @@ class Translator(tf.Module):
         tokens = tf.gather(tokens, order)
         lengths = tf.gather(lengths, order)
         count = tf.size(lengths)
+        budget = _batch_tokens(self.batch_tokens, beam_size)
         empty = tf.reduce_sum(tf.cast(lengths == 0, tf.int32))
         translations = tf.TensorArray(
             tf.string, size=0, dynamic_size=True, infer_shape=False
@@ -223,7 +234,7 @@ class Translator(tf.Module):
         translations = translations.write(0, tf.fill([empty], ""))
 
         def translate_batch(start, index, translations):
-            end = start + _batch_size(lengths[start:], self.batch_tokens)
+            end = start + _batch_size(lengths[start:], budget)
             batch = tokens[start:end, :limit].to_tensor(default_value=PAD_ID)
             # (b, T + 1): tokens, end id, padding.
             batch = tf.pad(batch, [[0, 0], [0, 1]])
@@ -251,7 +262,7 @@ class Translator(tf.Module):
 
         Returns:
             `{"beam_size", "alpha", "max_length" (0: the default),
-            "batch_tokens", "source_limit" (longest source kept, in
+            "batch_tokens" (0: by beam size), "source_limit" (longest source kept, in
             tokens), "version" (of keras_transformer)}` as scalar tensors.
         """
         from keras_transformer import __version__
@@ -260,7 +271,7 @@ class Translator(tf.Module):
             "beam_size": tf.constant(self.beam_size),
             "alpha": tf.constant(self.alpha),
             "max_length": tf.constant(self.max_length or 0),
-            "batch_tokens": tf.constant(self.batch_tokens),
+            "batch_tokens": tf.constant(self.batch_tokens or 0),
             "source_limit": tf.constant(self.model.max_length - 1),
             "version": tf.constant(__version__),
         }
@@ -300,7 +311,14 @@ def _variables(model: Any) -> list:
     return list(getattr(model, "trainable_variables", []))
 
 
-def _batch_size(lengths: tf.Tensor, batch_tokens: int) -> tf.Tensor:
+def _batch_tokens(batch_tokens: int | None, beam_size: tf.Tensor) -> tf.Tensor:
+    """Source tokens per search batch: `batch_tokens`, or by beam size."""
+    if batch_tokens is not None:
+        return tf.constant(batch_tokens)
+    return tf.maximum(1, HYPOTHESIS_TOKENS // beam_size)
+
+
+def _batch_size(lengths: tf.Tensor, batch_tokens: tf.Tensor) -> tf.Tensor:
     """How many of `lengths` (ascending) fit in one batch of `batch_tokens`.
 
     A batch of `b` sentences is `b * (longest + 1)` source tokens (the end

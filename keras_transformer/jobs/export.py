@@ -14,7 +14,6 @@ import shutil
 from pathlib import Path
 
 from keras_transformer.decoding import Translator
-from keras_transformer.decoding.translator import BATCH_TOKENS
 from keras_transformer.jobs.run_dir import load_trained
 
 
@@ -23,7 +22,7 @@ def export_translator(
     out_dir: str,
     beam_size: int = 4,
     alpha: float = 0.6,
-    batch_tokens: int = BATCH_TOKENS,
+    batch_tokens: int | None = None,
     overwrite: bool = False,
 ) -> str:
     """Writes the translator of the model in `model_dir` to `out_dir`.
@@ -34,7 +33,8 @@ def export_translator(
             with `overwrite` an earlier SavedModel.
         beam_size: beam size of its default signature (1 = greedy).
         alpha: length penalty of its default signature.
-        batch_tokens: source tokens per search batch.
+        batch_tokens: source tokens per search batch (None: by beam size,
+            see `Translator`).
         overwrite: replace a SavedModel already at `out_dir`.
 
     Returns:

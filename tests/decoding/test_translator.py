@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from keras_transformer.data.tokenizer import Tokenizer
 from keras_transformer.decoding import Translator, beam_search, greedy_search
+from keras_transformer.decoding import translator as translator_module
 
 WORDS = [f"w{i}" for i in range(20)]  # ids 4 .. 23
 # Whatever the source: w1 w2 </s> (ids 5 6 3).
@@ -83,7 +84,9 @@ MIXED = [
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])
-def test_sorting_and_batching_change_no_output(copy_model, word_tokenizer, beam_size):
+def test_sorting_and_batching_change_no_output(
+    copy_model, word_tokenizer, beam_size, monkeypatch
+):
     # The translator sorts sentences by length, batches them by tokens and
     # restores the input order: the same as the plain (fixed-shape) search
     # of the unsorted batch, and as each sentence translated alone.
@@ -95,7 +98,9 @@ def test_sorting_and_batching_change_no_output(copy_model, word_tokenizer, beam_
     plain = iter(tokenizer.detokenize(ids).numpy().tolist())
     expected = [next(plain) if s.strip() else b"" for s in MIXED]
     assert len(set(expected)) == len(expected) - 1  # copies: all differ but ""
-    for batch_tokens in (1, 12, 10_000):  # a batch per sentence .. one batch
+    # By default a batch holds 24 // beam_size source tokens here.
+    monkeypatch.setattr(translator_module, "HYPOTHESIS_TOKENS", 24)
+    for batch_tokens in (1, 12, 10_000, None):  # a batch per sentence .. one
         translator = Translator(
             tokenizer, copy_model, beam_size=beam_size, batch_tokens=batch_tokens
         )
@@ -109,6 +114,18 @@ def test_wrong_input_type_names_the_argument(bigram, word_tokenizer, bad):
     translator = Translator(word_tokenizer(WORDS), bigram(HELLO_WORLD, 24))
     with pytest.raises(TypeError, match="sentences.*string|string.*sentences"):
         translator(bad)
+
+
+def test_default_batch_holds_as_many_hypotheses_for_each_beam_size():
+    budget = translator_module._batch_tokens
+    tokens = translator_module.HYPOTHESIS_TOKENS
+    assert [int(budget(None, tf.constant(b))) for b in (1, 4, 5)] == [
+        tokens,
+        tokens // 4,
+        tokens // 5,
+    ]
+    assert int(budget(None, tf.constant(tokens * 2))) == 1
+    assert int(budget(100, tf.constant(4))) == 100
 
 
 def test_bad_construction(bigram, word_tokenizer):
