@@ -17,16 +17,28 @@ from keras_transformer.xla import xla_compiled
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class MultiHeadAttention(keras.layers.Layer):
+class MultiHeadAttention(keras.layers.MultiHeadAttention):
     """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O.
 
-    Each head is `Attention(Q W_i^Q, K W_i^K, V W_i^V)`. The call signature
-    follows `keras.layers.MultiHeadAttention`, but unlike it this layer passes
-    the query's Keras mask on, reports `(B, H, T, S)` scores also symbolically,
-    and has a key/value cache for incremental decoding. In training calls
-    without attention dropout, traced by TensorFlow with static shapes, the
-    heads' attention runs compiled by XLA: the same values and gradients,
-    computed faster on CPU (`keras_transformer.xla`).
+    Each head is `Attention(Q W_i^Q, K W_i^K, V W_i^V)`. A subclass of
+    `keras.layers.MultiHeadAttention`: the same arguments, weights (the
+    `query`, `key`, `value` and `attention_output` `EinsumDense` sublayers,
+    so `quantize("int8")`, `enable_lora` and dtype-policy maps work on
+    them) and results, with what a Transformer needs added:
+
+    - `key_dim` may be left out: `d_model // num_heads`, as in the paper;
+    - a key/value cache for incremental decoding (`cache`,
+      `cache_update_index`, `compute_cache`, `empty_cache`);
+    - `(B, H, T, S)` attention scores also symbolically, in
+      cross-attention too;
+    - speed: one matmul for the Q, K and V projections of self-attention,
+      XLA-compiled heads in training calls without attention dropout on
+      TensorFlow (`keras_transformer.xla`), and only the band of a long
+      `sliding_window` attention computed (`restricted_attention`).
+
+    Those apply to `(B, T, D)` inputs attending over axis 1; with other
+    `attention_axes`, `use_gate`, or an overridden `_compute_attention`,
+    calls are Keras's own.
 
     Args:
         num_heads: `h`, number of attention heads.
@@ -35,17 +47,22 @@ class MultiHeadAttention(keras.layers.Layer):
         value_dim: `d_v`, size of each head's value; defaults to `key_dim`.
         dropout: dropout rate on the attention weights.
         use_bias: whether the projections have biases.
-        output_dim: size of the output; defaults to the query's last axis.
+        output_shape: size (or shape) of the output's last axes; defaults
+            to the query's last axis.
+        attention_axes: axes attention runs over, as in Keras; default: 1.
         sliding_window: restricted self-attention (Table 1, "restricted"):
             query `i` attends only to keys `j` with `|i - j| < sliding_window`
-            (and `j <= i` as well with a causal mask), as in
-            `keras.layers.MultiHeadAttention`. Positions count from the
-            cache index in incremental decoding. On inputs of at least
-            32 windows whose length is known when traced (and without a
-            cache, an `attention_mask`, attention dropout or returned
-            scores) only the band is computed (`restricted_attention`).
-        kernel_initializer: initializer of the projection matrices.
-        bias_initializer: initializer of the projection biases.
+            (and `j <= i` as well with a causal mask), as in Keras. Positions
+            count from the cache index in incremental decoding. On inputs of
+            at least 32 windows whose length is known when traced (and
+            without a cache, an `attention_mask`, attention dropout or
+            returned scores) only the band is computed.
+        flash_attention, use_gate, seed: as in Keras.
+        kernel_initializer, bias_initializer, kernel_regularizer,
+            bias_regularizer, activity_regularizer, kernel_constraint,
+            bias_constraint: of the projections, as in Keras.
+        output_dim: the name of `output_shape` (an integer) in earlier
+            versions of this library; still accepted.
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -69,7 +86,7 @@ class MultiHeadAttention(keras.layers.Layer):
             filled in from the inputs' Keras masks.
 
     Returns:
-        `(B, T, output_dim)`; with `return_attention_scores`, a tuple
+        `(B, T, *output_shape)`; with `return_attention_scores`, a tuple
         `(output, scores)`; with `cache`, the updated cache is appended.
 
     Example:
@@ -81,6 +98,8 @@ class MultiHeadAttention(keras.layers.Layer):
     >>> out, scores = mha(x, memory, return_attention_scores=True)
     >>> tuple(out.shape), tuple(scores.shape)
     ((1, 3, 8), (1, 2, 3, 5))
+    >>> mha.query_dense.kernel.shape  # (d_model, h, d_k)
+    (8, 2, 4)
 
     References:
         Vaswani et al. 2017, "Attention Is All You Need", section 3.2.2.
@@ -93,33 +112,62 @@ class MultiHeadAttention(keras.layers.Layer):
         value_dim=None,
         dropout=0.0,
         use_bias=True,
-        output_dim=None,
+        output_shape=None,
+        attention_axes=None,
+        sliding_window=None,
+        flash_attention=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
-        sliding_window=None,
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        use_gate=False,
+        seed=None,
+        output_dim=None,
         **kwargs,
     ):
-        super().__init__(**kwargs)
         check_positive_int("num_heads", num_heads)
-        for name, value in (
-            ("key_dim", key_dim),
-            ("value_dim", value_dim),
-            ("output_dim", output_dim),
-            ("sliding_window", sliding_window),
-        ):
-            if value is not None:
-                check_positive_int(name, value)
+        if output_dim is not None:
+            check_positive_int("output_dim", output_dim)
+            if output_shape is not None:
+                raise ValueError(
+                    "Pass `output_shape` or its old name `output_dim`, not both. "
+                    f"Received: output_shape={output_shape}, output_dim={output_dim}"
+                )
+            output_shape = output_dim
         check_rate("dropout", dropout)
-        self.num_heads = num_heads
-        self.key_dim = key_dim
-        self.value_dim = value_dim
-        self.dropout = dropout
-        self.use_bias = use_bias
-        self.output_dim = output_dim
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.sliding_window = sliding_window
-        self.supports_masking = True
+        if sliding_window is not None:
+            check_positive_int("sliding_window", sliding_window)
+        super().__init__(
+            num_heads,
+            1 if key_dim is None else key_dim,  # Known at build otherwise.
+            value_dim=value_dim,
+            dropout=dropout,
+            use_bias=use_bias,
+            output_shape=output_shape,
+            attention_axes=attention_axes,
+            sliding_window=sliding_window,
+            flash_attention=flash_attention,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            kernel_regularizer=kernel_regularizer,
+            bias_regularizer=bias_regularizer,
+            activity_regularizer=activity_regularizer,
+            kernel_constraint=kernel_constraint,
+            bias_constraint=bias_constraint,
+            use_gate=use_gate,
+            seed=seed,
+            **kwargs,
+        )
+        self._arguments = {"key_dim": key_dim, "value_dim": value_dim}
+        if key_dim is None:
+            self._key_dim, self._value_dim = None, value_dim
+
+    @property
+    def sliding_window(self):
+        return self._sliding_window
 
     def build(self, query_shape, value_shape=None, key_shape=None):
         value_shape = query_shape if value_shape is None else value_shape
@@ -130,43 +178,22 @@ class MultiHeadAttention(keras.layers.Layer):
             ("value", value_shape),
             ("key", key_shape),
         ):
-            if len(shape) != 3:
+            if len(shape) < 3:
                 raise ValueError(
-                    f"`{name}` must have rank 3 (batch_size, seq_len, dim). "
-                    f"Received: {name}.shape={tuple(shape)}"
+                    f"`{name}` must have rank 3 or more (batch_size, seq_len, "
+                    f"..., dim). Received: {name}.shape={tuple(shape)}"
                 )
-        d_model = query_shape[-1]
-        if self.key_dim is None and d_model % self.num_heads:
-            raise ValueError(
-                "d_model must be divisible by num_heads. "
-                f"Received: d_model={d_model}, num_heads={self.num_heads}"
-            )
-        self._key_dim = self.key_dim or d_model // self.num_heads
-        self._value_dim = self.value_dim or self._key_dim
-        self._output_dim = self.output_dim or d_model
-        h, k, v = self.num_heads, self._key_dim, self._value_dim
-        self.query_kernel, self.query_bias = self._projection("query", d_model, h, k)
-        self.key_kernel, self.key_bias = self._projection("key", key_shape[-1], h, k)
-        self.value_kernel, self.value_bias = self._projection(
-            "value", value_shape[-1], h, v
-        )
-        self.output_kernel = self.add_weight(
-            name="output_kernel",
-            shape=(h, v, self._output_dim),
-            initializer=self.kernel_initializer,
-        )
-        self.output_bias = (
-            self.add_weight(
-                name="output_bias",
-                shape=(self._output_dim,),
-                initializer=self.bias_initializer,
-            )
-            if self.use_bias
-            else None
-        )
-        self.attention_dropout = keras.layers.Dropout(
-            self.dropout, dtype=self.dtype_policy, name="attention_dropout"
-        )
+        if self._key_dim is None:
+            d_model = query_shape[-1]
+            if d_model % self.num_heads:
+                raise ValueError(
+                    "d_model must be divisible by num_heads. "
+                    f"Received: d_model={d_model}, num_heads={self.num_heads}"
+                )
+            self._key_dim = d_model // self.num_heads
+            self._value_dim = self._value_dim or self._key_dim
+            self._inverse_sqrt_key_dim = 1.0 / math.sqrt(self._key_dim)
+        super().build(tuple(query_shape), tuple(value_shape), tuple(key_shape))
 
     def call(
         self,
@@ -177,17 +204,37 @@ class MultiHeadAttention(keras.layers.Layer):
         value_mask=None,
         key_mask=None,
         attention_mask=None,
-        use_causal_mask=False,
         return_attention_scores=False,
         training=None,
+        use_causal_mask=False,
         cache=None,
         cache_update_index=None,
     ):
+        if not self._own_path(query):
+            if cache is not None:
+                raise ValueError(
+                    "`cache` needs (B, T, D) inputs attending over axis 1, "
+                    "without use_gate or a custom _compute_attention. Received: "
+                    f"query.shape={tuple(query.shape)}, "
+                    f"attention_axes={self.attention_axes}"
+                )
+            return super().call(
+                query,
+                value,
+                key=key,
+                query_mask=query_mask,
+                value_mask=value_mask,
+                key_mask=key_mask,
+                attention_mask=attention_mask,
+                return_attention_scores=return_attention_scores,
+                training=training,
+                use_causal_mask=use_causal_mask,
+            )
         key_mask = value_mask if key_mask is None else key_mask
         # Project: (B, T, D) -> (B, T, H, K); keys/values (B, S, H, K), or
         # heads first (B, H, S, K) from and into a cache.
         if cache is not None and cache_update_index is None:
-            q = self._project(query, self.query_kernel, self.query_bias)
+            q = self._project(self._query_dense, query)
             k, v = cache  # Precomputed memory (cross-attention).
         else:
             q, k, v = self._project_qkv(query, key, value)
@@ -211,6 +258,12 @@ class MultiHeadAttention(keras.layers.Layer):
             # (B, S) -> (B, 1, 1, S): padded keys, for every head and query.
             padded = ops.cast(key_mask, "bool")[:, None, None, :]
             mask = padded if mask is None else ops.logical_and(mask, padded)
+        if query_mask is not None and cache is None:
+            # (B, T) -> (B, 1, T, 1): padded queries attend to nothing, as in
+            # Keras (their rows give zeros, Keras's softmax leaves them as if
+            # unmasked: either way outputs at padding mean nothing).
+            padded = ops.cast(query_mask, "bool")[:, None, :, None]
+            mask = padded if mask is None else ops.logical_and(mask, padded)
         if self._blocked_window(q, k, cache, attention_mask, training) and not (
             return_attention_scores
         ):
@@ -225,6 +278,8 @@ class MultiHeadAttention(keras.layers.Layer):
                     key_mask=key_mask,
                 )
             )
+            if query_mask is not None:
+                output = output * ops.cast(query_mask, output.dtype)[:, :, None, None]
         elif training and not self.dropout:
             # Training without attention dropout: the same computation,
             # compiled by XLA (it fuses the head transposes and runs the many
@@ -241,16 +296,26 @@ class MultiHeadAttention(keras.layers.Layer):
                 k,
                 v,
                 mask,
-                dropout=lambda w: self.attention_dropout(w, training=training),
+                dropout=lambda w: self._dropout_layer(w, training=training),
             )
         # Concat heads and W^O: (B, T, H, V) -> (B, T, H * V) -> (B, T, D)
-        output = dense(output, self.output_kernel, self.output_bias, 2)
+        output = self._project(self._output_dense, output, input_rank=2)
         results = (output,)
         if return_attention_scores:
             results += (scores,)
         if cache is not None:
             results += ((k, v),)
         return results[0] if len(results) == 1 else results
+
+    def _own_path(self, query):
+        """Whether this call is ours: (B, T, D) attending over axis 1."""
+        return (
+            len(query.shape) == 3
+            and tuple(self.attention_axes or (1,)) == (1,)
+            and not self._use_gate
+            and type(self)._compute_attention
+            is keras.layers.MultiHeadAttention._compute_attention
+        )
 
     def _blocked_window(self, q, k, cache, attention_mask, training):
         """Whether `restricted_attention` computes this call, in O(n * r).
@@ -282,15 +347,11 @@ class MultiHeadAttention(keras.layers.Layer):
         Returns:
             `(keys, values)`, each `(B, H, S, K)`, to pass as `cache`.
         """
-        if key is None:
-            k, v = _dense_split(
-                value,
-                (self.key_kernel, self.value_kernel),
-                (self.key_bias, self.value_bias),
-            )
+        if key is None and self._plain():
+            k, v = _dense_split(value, self._key_dense, self._value_dense)
         else:
-            k = self._project(key, self.key_kernel, self.key_bias)
-            v = self._project(value, self.value_kernel, self.value_bias)
+            k = self._project(self._key_dense, value if key is None else key)
+            v = self._project(self._value_dense, value)
         # In the compute dtype, as calls of the layer see their inputs (the
         # projections of a float32 memory by float32 kernels are float32).
         return tuple(heads_first(ops.cast(t, self.compute_dtype)) for t in (k, v))
@@ -304,66 +365,98 @@ class MultiHeadAttention(keras.layers.Layer):
             ops.zeros(v_shape, self.compute_dtype),
         )
 
-    def _projection(self, name, input_dim, heads, dim):
-        kernel = self.add_weight(
-            name=f"{name}_kernel",
-            shape=(input_dim, heads, dim),
-            initializer=self.kernel_initializer,
-        )
-        bias = (
-            self.add_weight(
-                name=f"{name}_bias",
-                shape=(heads, dim),
-                initializer=self.bias_initializer,
+    def _plain(self):
+        """Whether the projections are plain float kernels (we may fuse them)."""
+        return all(
+            layer.quantization_mode is None and not layer.lora_enabled
+            for layer in (
+                self._query_dense,
+                self._key_dense,
+                self._value_dense,
+                self._output_dense,
             )
-            if self.use_bias
-            else None
         )
-        return kernel, bias
 
-    def _project(self, x, kernel, bias):
-        # (B, T, D) x (D, H, K) -> (B, T, H, K)
-        return dense(x, kernel, bias, 1)
+    def _project(self, layer, x, input_rank=1):
+        # (B, T, D) x (D, H, K) -> (B, T, H, K): one 2-D matmul. Quantized or
+        # LoRA projections compute themselves.
+        if not self._plain():
+            return layer(x)
+        return dense(x, layer.kernel, layer.bias, input_rank)
 
     def _project_qkv(self, query, key, value):
         """Q, K, V projections; one matmul where they share an input."""
-        kernels = (self.query_kernel, self.key_kernel, self.value_kernel)
-        biases = (self.query_bias, self.key_bias, self.value_bias)
+        layers = (self._query_dense, self._key_dense, self._value_dense)
+        if not self._plain():
+            key = value if key is None else key
+            return tuple(
+                layer(x) for layer, x in zip(layers, (query, key, value), strict=True)
+            )
         if key is None and value is query:  # Self-attention: fused Q, K, V.
-            return _dense_split(query, kernels, biases)
+            return _dense_split(query, *layers)
         if key is None:  # Keys and values of one memory: fused K, V.
-            k, v = _dense_split(value, kernels[1:], biases[1:])
-            return self._project(query, kernels[0], biases[0]), k, v
+            k, v = _dense_split(value, *layers[1:])
+            return self._project(layers[0], query), k, v
         return tuple(
-            dense(x, w, b, 1)
-            for x, w, b in zip((query, key, value), kernels, biases, strict=True)
+            self._project(layer, x)
+            for layer, x in zip(layers, (query, key, value), strict=True)
         )
+
+    def load_own_variables(self, store):
+        """Also loads files of earlier versions, whose weights were this layer's.
+
+        They were `query_kernel`, `query_bias`, `key_kernel`, ...,
+        `output_bias`: the same arrays, in the order of the sublayers'.
+        """
+        if len(store.keys()) == 0:
+            return super().load_own_variables(store)
+        sublayers = [self._query_dense, self._key_dense, self._value_dense]
+        sublayers.append(self._output_dense)
+        variables = [v for layer in sublayers for v in layer.weights]
+        if len(store.keys()) != len(variables):
+            raise ValueError(
+                f"Layer '{self.name}' expected {len(variables)} variables (in "
+                f"an earlier version's file), but received {len(store.keys())}"
+            )
+        for i, variable in enumerate(variables):
+            variable.assign(store[str(i)])
+        for layer in sublayers:  # Their own (absent) entries: nothing to load.
+            layer.load_own_variables = _skip_once(layer)
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            num_heads=self.num_heads,
-            key_dim=self.key_dim,
-            value_dim=self.value_dim,
-            dropout=self.dropout,
-            use_bias=self.use_bias,
-            output_dim=self.output_dim,
-            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-            bias_initializer=keras.initializers.serialize(self.bias_initializer),
-            sliding_window=self.sliding_window,
-        )
+        config.update(self._arguments)
         return config
 
     def compute_output_spec(self, *args, **kwargs):
         # Trace `call`, so the optional scores (B, H, T, S) and cache outputs
-        # get their true symbolic shapes (T != S in cross-attention).
-        return keras.Operation.compute_output_spec(self, *args, **kwargs)
+        # get their true symbolic shapes (T != S in cross-attention). Called
+        # outside `__call__` the kernels are not autocast: every float output
+        # is in the compute dtype, as in a call.
+        spec = keras.Operation.compute_output_spec(self, *args, **kwargs)
+        return keras.tree.map_structure(
+            lambda x: (
+                keras.KerasTensor(x.shape, self.compute_dtype)
+                if "float" in x.dtype
+                else x
+            ),
+            spec,
+        )
 
     def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
         if value_shape is not None and key_shape is not None:
             _check_key_value(value_shape, key_shape)
-        output_dim = self.output_dim or query_shape[-1]
-        return (*query_shape[:-1], output_dim)
+        output_shape = self._output_shape or tuple(query_shape)[-1:]
+        return (*tuple(query_shape)[:-1], *output_shape)
+
+
+def _skip_once(layer):
+    """A `load_own_variables` that loads nothing, then is gone."""
+
+    def skip(store):
+        del layer.load_own_variables
+
+    return skip
 
 
 def _check_key_value(value_shape, key_shape):
@@ -445,8 +538,10 @@ def _write(cache, update, index):
     return ops.slice_update(cache, [0, 0, index, 0], update)
 
 
-def _dense_split(x, kernels, biases):
+def _dense_split(x, *layers):
     """Several `(D, H, K)` projections of one input as one wide matmul."""
+    kernels = [layer.kernel for layer in layers]
+    biases = [layer.bias for layer in layers]
     d, shapes = x.shape[-1], [kernel.shape[1:] for kernel in kernels]
     widths = [math.prod(shape) for shape in shapes]
     kernel = ops.concatenate([ops.reshape(w, (d, -1)) for w in kernels], axis=-1)

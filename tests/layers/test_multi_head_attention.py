@@ -18,11 +18,14 @@ B, T, S, D, H = 2, 3, 5, 8, 2
 def numpy_mha(layer, query, value, key=None, mask=None):
     """MultiHead(Q, K, V) from the layer's own weights, in float64 NumPy."""
     key = value if key is None else key
-    w = {v.path.split("/")[-1]: v.numpy().astype(np.float64) for v in layer.weights}
+    w = {
+        "/".join(v.path.split("/")[-2:]): v.numpy().astype(np.float64)
+        for v in layer.weights
+    }
 
     def project(x, name):  # (B, T, D) x (D, H, K) -> (B, H, T, K)
-        y = np.einsum("btd,dhk->bhtk", x, w[f"{name}_kernel"])
-        return y + w[f"{name}_bias"][None, :, None, :] if layer.use_bias else y
+        y = np.einsum("btd,dhk->bhtk", x, w[f"{name}/kernel"])
+        return y + w[f"{name}/bias"][None, :, None, :] if layer.use_bias else y
 
     q, k, v = project(query, "query"), project(key, "key"), project(value, "value")
     logits = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])  # (B, H, T, S)
@@ -31,8 +34,8 @@ def numpy_mha(layer, query, value, key=None, mask=None):
     weights = np.exp(logits - logits.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)
     heads = weights @ v  # (B, H, T, V)
-    output = np.einsum("bhtv,hvd->btd", heads, w["output_kernel"])
-    return (output + w["output_bias"] if layer.use_bias else output), weights
+    output = np.einsum("bhtv,hvd->btd", heads, w["attention_output/kernel"])
+    return (output + w["attention_output/bias"] if layer.use_bias else output), weights
 
 
 def keras_twins(query, value, **kwargs):
@@ -118,7 +121,7 @@ def test_matches_numpy_reference(use_bias, masked):
     layer(query, value, key)
     if use_bias:  # Non-zero biases, so the reference checks where they go.
         for v in layer.weights:
-            if v.path.endswith("_bias"):
+            if v.path.endswith("/bias"):
                 v.assign(random(*v.shape, seed=3))
     mask = None
     if masked:
@@ -128,10 +131,10 @@ def test_matches_numpy_reference(use_bias, masked):
         query, value, key, attention_mask=mask, return_attention_scores=True
     )
     ref_out, ref_scores = numpy_mha(layer, query, value, key, mask)
-    assert layer.query_kernel.shape == (D, H, D // H)
-    assert layer.key_kernel.shape == (7, H, D // H)
-    assert layer.value_kernel.shape == (6, H, D // H)
-    assert layer.output_kernel.shape == (H, D // H, D)
+    assert layer.query_dense.kernel.shape == (D, H, D // H)
+    assert layer.key_dense.kernel.shape == (7, H, D // H)
+    assert layer.value_dense.kernel.shape == (6, H, D // H)
+    assert layer.output_dense.kernel.shape == (H, D // H, D)
     np.testing.assert_allclose(np.asarray(scores), ref_scores, atol=1e-5)
     np.testing.assert_allclose(np.asarray(out), ref_out, atol=1e-5)
 
@@ -185,7 +188,7 @@ def test_fused_projections_match_numpy_reference(inputs):
     value = query if inputs == "self" else random(B, S, D, seed=1)
     layer(query, value)
     for v in layer.weights:
-        if v.path.endswith("_bias"):
+        if v.path.endswith("/bias"):
             v.assign(random(*v.shape, seed=3))
     out, scores = layer(query, value, return_attention_scores=True)
     separate = layer(query, value, key=ops.array(value), return_attention_scores=True)
