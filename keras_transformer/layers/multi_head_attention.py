@@ -365,6 +365,40 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             ops.zeros(v_shape, self.compute_dtype),
         )
 
+    def enable_lora(
+        self, rank, lora_alpha=None, projections=("query", "value"), **kwargs
+    ):
+        """LoRA (Hu et al. 2021) on `projections`; all projections frozen.
+
+        The kernels and biases of the four projections stop training; the
+        named ones get trainable low-rank updates that start at zero, so
+        outputs are unchanged until training (Keras's `EinsumDense.enable_lora`).
+
+        Args:
+            rank: rank of the update.
+            lora_alpha: its scale is `lora_alpha / rank`; default `rank`.
+            projections: any of "query", "key", "value", "attention_output".
+            **kwargs: passed to `EinsumDense.enable_lora` (initializers).
+        """
+        if not self.built:
+            raise ValueError(f"Build layer '{self.name}' before enable_lora.")
+        layers = {
+            "query": self._query_dense,
+            "key": self._key_dense,
+            "value": self._value_dense,
+            "attention_output": self._output_dense,
+        }
+        unknown = sorted(set(projections) - set(layers))
+        if unknown:
+            raise ValueError(
+                f"`projections` must name {sorted(layers)}. Received: {unknown}"
+            )
+        for layer in layers.values():
+            for variable in layer.weights:
+                variable.trainable = False
+        for name in projections:
+            layers[name].enable_lora(rank, lora_alpha=lora_alpha, **kwargs)
+
     def _plain(self):
         """Whether the projections are plain float kernels (we may fuse them)."""
         return all(
@@ -381,7 +415,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         # (B, T, D) x (D, H, K) -> (B, T, H, K): one 2-D matmul. Quantized or
         # LoRA projections compute themselves.
         if not self._plain():
-            return layer(x)
+            return layer(_unmasked(x))
         return dense(x, layer.kernel, layer.bias, input_rank)
 
     def _project_qkv(self, query, key, value):
@@ -390,7 +424,8 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         if not self._plain():
             key = value if key is None else key
             return tuple(
-                layer(x) for layer, x in zip(layers, (query, key, value), strict=True)
+                layer(_unmasked(x))
+                for layer, x in zip(layers, (query, key, value), strict=True)
             )
         if key is None and value is query:  # Self-attention: fused Q, K, V.
             return _dense_split(query, *layers)
@@ -448,6 +483,11 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             _check_key_value(value_shape, key_shape)
         output_shape = self._output_shape or tuple(query_shape)[-1:]
         return (*tuple(query_shape)[:-1], *output_shape)
+
+
+def _unmasked(x):
+    """`x` without its Keras mask, for sublayers that take none (a copy)."""
+    return x if getattr(x, "_keras_mask", None) is None else ops.copy(x)
 
 
 def _skip_once(layer):

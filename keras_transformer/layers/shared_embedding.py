@@ -3,6 +3,7 @@
 import math
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_transformer.layers.masking import padding_mask
@@ -73,6 +74,9 @@ class SharedEmbedding(keras.layers.Layer):
         self.supports_masking = True
 
     def build(self, input_shape=None):
+        if self.quantization_mode == "int8":  # Loading a quantized model.
+            self._int8_build()
+            return
         self.embeddings = self.add_weight(
             name="embeddings",
             shape=(self.vocab_size, self.d_model),
@@ -83,16 +87,75 @@ class SharedEmbedding(keras.layers.Layer):
         if reverse:
             # (B, T, D) x (V, D)ᵀ -> (B, T, V), as one 2-D matmul.
             embeddings = ops.cast(self.embeddings, inputs.dtype)
-            flat = ops.reshape(inputs, (-1, self.d_model))
-            logits = ops.matmul(flat, ops.transpose(embeddings))
-            return ops.reshape(logits, (*ops.shape(inputs)[:-1], self.vocab_size))
+            return self._logits(inputs, embeddings)
+        x = ops.take(self.embeddings, self._ids(inputs), axis=0)
+        return x * ops.cast(math.sqrt(self.d_model), x.dtype)
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        """Stores `U` as int8 rows with one float32 scale per row.
+
+        `model.quantize("int8")` calls it: lookups and logits then read
+        the int8 table (weights only; the products stay in float). Rows are
+        scaled by their largest absolute value, as Keras's `Embedding` does.
+        """
+        if type_check and type(self) is not SharedEmbedding:
+            raise self._not_implemented_error(self.quantize)
+        if mode != "int8":
+            raise NotImplementedError(
+                f"SharedEmbedding quantizes to int8 only. Received: mode={mode}"
+            )
+        table = ops.convert_to_numpy(self.embeddings).astype("float32")
+        largest = np.max(np.abs(table), axis=-1)
+        scale = 127.0 / np.where(largest > 0, largest, 1.0)
+        values = np.clip(np.round(table * scale[:, None]), -127, 127)
+        del self.embeddings
+        self._int8_build()
+        self.embeddings.assign(values.astype("int8"))
+        self.embeddings_scale.assign(scale)
+        self.dtype_policy = keras.dtype_policies.get(
+            f"int8_from_{self.dtype_policy.name}"
+        )
+
+    def _int8_build(self):
+        self._is_quantized = True
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocab_size, self.d_model),
+            initializer="zeros",
+            dtype="int8",
+            trainable=False,
+        )
+        self.embeddings_scale = self.add_weight(
+            name="embeddings_scale",
+            shape=(self.vocab_size,),
+            initializer="ones",
+            trainable=False,
+        )
+
+    def _int8_call(self, inputs, reverse=False):
+        dtype = self.compute_dtype
+        if reverse:
+            # x (q / s)ᵀ = (x qᵀ) / s: the scales divide the logits' columns.
+            logits = self._logits(inputs, ops.cast(self.embeddings, inputs.dtype))
+            return logits / ops.cast(self.embeddings_scale, logits.dtype)
+        ids = self._ids(inputs)
+        rows = ops.cast(ops.take(self.embeddings, ids, axis=0), dtype)
+        scale = ops.cast(ops.take(self.embeddings_scale, ids, axis=0), dtype)
+        return rows * (math.sqrt(self.d_model) / scale)[..., None]
+
+    def _logits(self, inputs, embeddings):
+        flat = ops.reshape(inputs, (-1, self.d_model))
+        logits = ops.matmul(flat, ops.transpose(embeddings))
+        return ops.reshape(logits, (*ops.shape(inputs)[:-1], self.vocab_size))
+
+    @staticmethod
+    def _ids(inputs):
         if "int" not in str(inputs.dtype):
             raise ValueError(
                 "`inputs` must be integer token ids. "
                 f"Received: inputs.dtype={inputs.dtype}"
             )
-        x = ops.take(self.embeddings, inputs, axis=0)
-        return x * ops.cast(math.sqrt(self.d_model), x.dtype)
+        return inputs
 
     def compute_mask(self, inputs, mask=None):
         # Logits carry no mask: losses here handle padding themselves, and a

@@ -3,7 +3,12 @@
 import keras
 from keras import ops
 
-from keras_transformer.layers import Decoder, Encoder, SharedEmbedding
+from keras_transformer.layers import (
+    Decoder,
+    Encoder,
+    MultiHeadAttention,
+    SharedEmbedding,
+)
 from keras_transformer.layers.masking import padding_mask
 from keras_transformer.models.presets import PRESETS
 from keras_transformer.validation import check_positive_int, check_rate
@@ -246,6 +251,24 @@ class Transformer(keras.Model):
         """Key/value caches for decoding up to `max_length` target positions."""
         return self.decoder.init_cache(memory, max_length)
 
+    def enable_lora(self, rank, lora_alpha=None):
+        """LoRA on every attention's query and value projections.
+
+        Every other weight is frozen: training then updates only the
+        low-rank factors (Hu et al. 2021), which start at zero, so the
+        model's outputs are unchanged until it trains. `save` merges them
+        into the kernels.
+
+        Args:
+            rank: rank of the low-rank update.
+            lora_alpha: its scale is `lora_alpha / rank`; default `rank`.
+        """
+        for variable in self.variables:
+            variable.trainable = False
+        for layer in self._flatten_layers(include_self=False):
+            if isinstance(layer, MultiHeadAttention):
+                layer.enable_lora(rank, lora_alpha=lora_alpha)
+
     def get_config(self):
         config = super().get_config()
         config.update(
@@ -261,6 +284,21 @@ class Transformer(keras.Model):
             attention_dropout=self.attention_dropout,
             sliding_window=self.sliding_window,
         )
+        quantized = {
+            layer.path: layer.dtype_policy
+            for layer in self._flatten_layers()
+            if layer.quantization_mode is not None
+        }
+        if quantized:
+            # After `quantize`: a policy per quantized layer, so a loaded
+            # model builds them quantized (layers pass `dtype` on).
+            default = self.dtype_policy
+            if isinstance(default, keras.dtype_policies.DTypePolicyMap):
+                default = default.default_policy
+            policies = keras.dtype_policies.DTypePolicyMap(default)
+            for path, policy in quantized.items():
+                policies[path] = policy
+            config["dtype"] = keras.dtype_policies.serialize(policies)
         return config
 
     def compute_output_shape(self, input_shape):

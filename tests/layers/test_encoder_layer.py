@@ -43,10 +43,10 @@ def test_sublayer_wiring(norm_first):
     norm1, norm2 = layer.self_attention_norm, layer.feed_forward_norm
     if norm_first:
         h = norm1(x)
-        y = x + attention(h, h, value_mask=mask)
+        y = x + attention(h, h, query_mask=mask, value_mask=mask)
         expected = y + ffn(norm2(y))
     else:
-        y = norm1(x + attention(x, x, value_mask=mask))
+        y = norm1(x + attention(x, x, query_mask=mask, value_mask=mask))
         expected = norm2(y + ffn(y))
     out = layer(x, mask=mask, training=False)
     np.testing.assert_allclose(np.asarray(out), np.asarray(expected), atol=1e-5)

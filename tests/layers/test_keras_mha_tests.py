@@ -2,10 +2,9 @@
 
 The test file ships in the installed Keras wheel. It is read from there, every
 `layers.MultiHeadAttention` is replaced by ours, and the result runs with
-pytest in a fresh process: the yardstick of "drop-in". The tests listed in
-`PASSING` must pass; the others need what ours does not have yet
-(`attention_axes`, `output_shape`, `use_gate`, Keras's `_query_dense`-style
-sublayers for quantization, LoRA and dtype-policy maps; docs/design.md).
+pytest in a fresh process: the yardstick of "drop-in". All of its tests must
+pass (Keras 3.15: 48, and 2 flash-attention tests that skip on TensorFlow, as
+they do for Keras's own layer).
 """
 
 import os
@@ -20,27 +19,6 @@ import pytest
 KERAS_TESTS = (
     Path(keras.__file__).parent / "src/layers/attention/multi_head_attention_test.py"
 )
-
-PASSING = {
-    "test_causal_only_fast_path",
-    "test_causal_only_masks_when_fused_path_disabled_dropout_and_scores",
-    "test_causal_only_masks_when_fused_path_disabled_dropout_only",
-    "test_causal_only_masks_when_fused_path_disabled_scores_only",
-    "test_causal_only_with_other_mask_falls_back",
-    "test_correctness_disable_flash_attention",
-    "test_correctness_enable_flash_attention",
-    "test_invalid_scalar_args_rejected",
-    "test_masking_with_different_shapes",
-    "test_no_warning_with_keras_mask",
-    "test_query_mask_propagation",
-    "test_shape_mismatch_error_key_value_dim_mismatch",
-    "test_shape_mismatch_error_key_value_dim_mismatch_high_dim",
-    "test_shape_mismatch_error_query_value_dim_mismatch",
-    "test_sliding_window",
-    "test_sliding_window_validation",
-    "test_symbolic_return_attention_scores0",
-    "test_symbolic_return_attention_scores1",
-}
 
 
 @pytest.mark.slow
@@ -59,6 +37,7 @@ def test_keras_tests_pass_with_our_layer_swapped_in(tmp_path):
         text=True,
         timeout=600,
     )
-    passed = set(re.findall(r"^PASSED \S+::(\w+)", result.stdout, re.MULTILINE))
-    missing = PASSING - passed
-    assert not missing, f"no longer pass: {sorted(missing)}\n{result.stdout[-3000:]}"
+    passed = re.findall(r"^PASSED \S+::(\w+)", result.stdout, re.MULTILINE)
+    failed = re.findall(r"^(?:FAILED|ERROR) \S+", result.stdout, re.MULTILINE)
+    assert not failed and result.returncode == 0, result.stdout[-3000:]
+    assert len(passed) >= 48, result.stdout[-3000:]

@@ -1,5 +1,6 @@
 import re
 
+import h5py
 import keras
 import numpy as np
 import pytest
@@ -226,15 +227,18 @@ def test_keras_masks_pad_keys_and_pass_on_query_mask(embedding):
     layer = MultiHeadAttention(num_heads=H)
     out, scores = layer(query, value, return_attention_scores=True)
 
-    # The query's mask is passed on; padded keys get weight exactly 0.
+    # The query's mask is passed on; padded keys get weight exactly 0, and
+    # so do all keys for padded queries (Keras's layer masks them too).
     np.testing.assert_array_equal(np.asarray(out._keras_mask), query_ids != 0)
     scores = np.asarray(scores)
-    key_padding = np.broadcast_to((value_ids == 0)[:, None, None, :], scores.shape)
-    assert np.all(scores[key_padding] == 0.0)
+    padding = (value_ids == 0)[:, None, None, :] | (query_ids == 0)[:, None, :, None]
+    assert np.all(scores[np.broadcast_to(padding, scores.shape)] == 0.0)
+    assert np.all(scores[np.broadcast_to(~padding, scores.shape)] > 0.0)
     # Same as passing the padding explicitly on mask-free copies.
     explicit = layer(
         ops.convert_to_tensor(np.asarray(query)),
         ops.convert_to_tensor(np.asarray(value)),
+        query_mask=query_ids != 0,
         value_mask=value_ids != 0,
     )
     np.testing.assert_allclose(np.asarray(out), np.asarray(explicit), atol=1e-6)
@@ -504,4 +508,53 @@ def test_standard_checks_sliding_window_on_long_inputs(tmp_path):
         lambda: MultiHeadAttention(num_heads=H, sliding_window=2),
         {"query": random(B, 64, D), "value": random(B, 64, D, seed=1)},
         tmp_path,
+    )
+
+
+def test_loads_weights_files_of_earlier_versions(tmp_path):
+    # Before the Keras sublayers, the eight arrays were the layer's own
+    # (query kernel and bias, key..., value..., output...): such files load.
+    def model(seed):
+        keras.utils.set_random_seed(seed)
+        x = keras.Input((T, D))
+        return keras.Model(x, MultiHeadAttention(H, name="mha")(x, x))
+
+    trained, fresh = model(0), model(1)
+    path = tmp_path / "old.weights.h5"
+    trained.save_weights(path)
+    with h5py.File(path, "r+") as f:
+        group = f["layers/multi_head_attention"]
+        old = group.require_group("vars")
+        arrays = [
+            group[f"{name}_dense/vars/{i}"][()]
+            for name in ("query", "key", "value", "output")
+            for i in (0, 1)
+        ]
+        for name in ("query", "key", "value", "output"):
+            del group[f"{name}_dense"]
+        for i, array in enumerate(arrays):
+            old.create_dataset(str(i), data=array)
+    x = random(B, T, D)
+    assert not np.allclose(fresh(x), trained(x))
+    fresh.load_weights(path)
+    np.testing.assert_array_equal(np.asarray(fresh(x)), np.asarray(trained(x)))
+    # And the file of the current layout still loads after that.
+    trained.save_weights(tmp_path / "new.weights.h5")
+    fresh.load_weights(tmp_path / "new.weights.h5")
+    np.testing.assert_array_equal(np.asarray(fresh(x)), np.asarray(trained(x)))
+
+
+def test_enable_lora_freezes_the_projections_and_starts_from_the_same_output():
+    layer = MultiHeadAttention(H)
+    x = random(B, T, D)
+    before = np.asarray(layer(x, x))
+    with pytest.raises(ValueError, match="projections"):
+        layer.enable_lora(2, projections=("query", "output"))
+    layer.enable_lora(2, projections=("query", "key", "value", "attention_output"))
+    np.testing.assert_array_equal(np.asarray(layer(x, x)), before)
+    names = sorted(v.path.split("/", 1)[1] for v in layer.trainable_variables)
+    assert names == sorted(
+        f"{p}/lora_kernel_{ab}"
+        for p in ("query", "key", "value", "attention_output")
+        for ab in "ab"
     )

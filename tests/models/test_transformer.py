@@ -6,6 +6,7 @@ precision; reproducible training from a seed.
 """
 
 import json
+import warnings
 
 import keras
 import numpy as np
@@ -330,3 +331,66 @@ def test_default_compile_is_the_fast_path_on_cpu():
     model = Transformer.from_preset("tiny", vocab_size=50)
     model.compile(optimizer="adam", loss=MaskedCrossEntropy())
     assert model.jit_compile is False
+
+
+def test_int8_quantization_of_attention_and_shared_embedding(tmp_path):
+    model = tiny_model(dropout=0.0)
+    source, target_in = toy_batch()
+    float_logits = np.asarray(model((source, target_in)))
+    table = np.asarray(model.embedding.embeddings)
+    with warnings.catch_warnings():  # Keras names each layer it leaves float.
+        warnings.simplefilter("ignore")
+        model.quantize("int8")
+    quantized = {
+        type(layer).__name__
+        for layer in model._flatten_layers()
+        if layer.quantization_mode == "int8"
+    }
+    assert quantized == {"EinsumDense", "SharedEmbedding"}
+    assert str(model.embedding.embeddings.dtype) == "int8"
+    # The shared table: int8 rows times one scale per row, as in NumPy.
+    scale = 127 / np.abs(table).max(-1)
+    dequantized = np.round(table * scale[:, None]) / scale[:, None]
+    np.testing.assert_allclose(
+        np.asarray(model.embedding(source)),
+        dequantized[source] * np.sqrt(16),
+        atol=1e-6,
+    )
+    x = np.random.default_rng(0).normal(size=(2, 3, 16)).astype("float32")
+    np.testing.assert_allclose(
+        np.asarray(model.embedding(x, reverse=True)), x @ dequantized.T, atol=1e-5
+    )
+    # Close to the float model, and saved and loaded as int8.
+    logits = np.asarray(model((source, target_in)))
+    assert np.abs(logits - float_logits).max() < 0.05 * np.abs(float_logits).max()
+    model.save(tmp_path / "int8.keras")
+    loaded = keras.models.load_model(tmp_path / "int8.keras")
+    assert str(loaded.embedding.embeddings.dtype) == "int8"
+    np.testing.assert_array_equal(np.asarray(loaded((source, target_in))), logits)
+
+
+def test_lora_trains_only_the_low_rank_updates(tmp_path):
+    model = compile_and_build(tiny_model(dropout=0.0))
+    source, target_in = toy_batch()
+    before = np.asarray(model((source, target_in)))
+    frozen = [v.numpy() for v in model.weights]
+    model.enable_lora(2)
+    # Starts where the model was; trains only the two factors of each
+    # attention's query and value projections (2 layers x 3 attentions).
+    np.testing.assert_array_equal(np.asarray(model((source, target_in))), before)
+    names = sorted({v.path.split("/")[-1] for v in model.trainable_variables})
+    assert names == ["lora_kernel_a", "lora_kernel_b"]
+    assert len(model.trainable_variables) == 2 * 2 * 2 * 3
+    model.compile(optimizer="adam", loss=MaskedCrossEntropy())
+    target_out = np.roll(target_in, -1, axis=1)
+    model.fit((source, target_in), target_out, epochs=3, verbose=0)
+    after = np.asarray(model((source, target_in)))
+    assert np.abs(after - before).max() > 1e-3
+    base = [v for v in model.weights if "lora" not in v.path]
+    assert all(np.array_equal(v.numpy(), w) for v, w in zip(base, frozen, strict=True))
+    # Saved with the updates merged: a plain model loads the same function.
+    model.save_weights(tmp_path / "lora.weights.h5")
+    plain = tiny_model(dropout=0.0)
+    plain((source, target_in))
+    plain.load_weights(tmp_path / "lora.weights.h5")
+    np.testing.assert_allclose(np.asarray(plain((source, target_in))), after, atol=1e-5)
