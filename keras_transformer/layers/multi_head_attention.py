@@ -57,10 +57,16 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             at least 32 windows whose length is known when traced (and
             without a cache, an `attention_mask`, attention dropout or
             returned scores) only the band is computed.
-        flash_attention, use_gate, seed: as in Keras.
-        kernel_initializer, bias_initializer, kernel_regularizer,
-            bias_regularizer, activity_regularizer, kernel_constraint,
-            bias_constraint: of the projections, as in Keras.
+        flash_attention: as in Keras.
+        kernel_initializer: of the projections' kernels, as in Keras.
+        bias_initializer: of the projections' biases, as in Keras.
+        kernel_regularizer: of the projections' kernels, as in Keras.
+        bias_regularizer: of the projections' biases, as in Keras.
+        activity_regularizer: of the layer's output, as in Keras.
+        kernel_constraint: of the projections' kernels, as in Keras.
+        bias_constraint: of the projections' biases, as in Keras.
+        use_gate: a sigmoid gate on each head's output, as in Keras.
+        seed: of the attention dropout, as in Keras.
         output_dim: the name of `output_shape` (an integer) in earlier
             versions of this library; still accepted.
         **kwargs: passed to `keras.layers.Layer`.
@@ -98,7 +104,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     >>> out, scores = mha(x, memory, return_attention_scores=True)
     >>> tuple(out.shape), tuple(scores.shape)
     ((1, 3, 8), (1, 2, 3, 5))
-    >>> mha.query_dense.kernel.shape  # (d_model, h, d_k)
+    >>> tuple(mha.query_dense.kernel.shape)  # (d_model, h, d_k)
     (8, 2, 4)
 
     References:
