@@ -138,6 +138,9 @@ class ModelOverrides(_Section):
     attention_dropout: float | None = Field(
         None, ge=0, lt=1, description="dropout on attention weights"
     )
+    key_dim: int | None = Field(
+        None, ge=1, description="d_k = d_v per head (default: d_model / num_heads)"
+    )
     sliding_window: int | None = Field(
         None,
         ge=1,
@@ -352,11 +355,7 @@ def config_from_dict(
         raise ConfigError(f"{source}: expected a mapping of sections, got {raw!r}")
     raw = {key: value for key, value in raw.items()}
     for dotted, value in (overrides or {}).items():
-        section, _, key = dotted.partition(".")
-        if key:
-            raw[section] = {**(raw.get(section) or {}), key: value}
-        else:
-            raw[section] = value
+        raw = _set_dotted(raw, dotted.split("."), value)
     # An empty section (`training:` alone) means its defaults.
     raw = {
         key: {} if value is None and key != "output_dir" else value
@@ -366,6 +365,14 @@ def config_from_dict(
         return Config.model_validate(raw)
     except ValidationError as error:
         raise ConfigError(_message(error, raw, source)) from None
+
+
+def _set_dotted(mapping: Any, keys: list[str], value: Any) -> dict:
+    """A copy of `mapping` with `value` at the nested `keys`."""
+    head, *rest = keys
+    mapping = dict(mapping) if isinstance(mapping, dict) else {}
+    mapping[head] = _set_dotted(mapping.get(head), rest, value) if rest else value
+    return mapping
 
 
 def check_paths(config: Config) -> None:

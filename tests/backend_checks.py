@@ -12,16 +12,31 @@ check and exits non-zero at the first failure.
 """
 
 import importlib.abc
+import importlib.machinery
 import sys
 
 
-class _NoTensorFlow(importlib.abc.MetaPathFinder):
-    """Makes `import tensorflow` (and tensorflow_text, ...) fail."""
+class _NoTensorFlow(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Makes `import tensorflow` (and tensorflow_text, ...) fail.
+
+    `find_spec` answers with a spec that has no origin (PyTorch's import
+    asks `importlib.util.find_spec("tensorflow")` and skips modules without
+    one); loading it raises `ModuleNotFoundError`, as for a module that is
+    not installed.
+    """
 
     def find_spec(self, name, path, target=None):
         if name.split(".")[0].startswith("tensorflow"):
-            raise ImportError(f"{name} is blocked: these checks run without it")
+            return importlib.machinery.ModuleSpec(name, self)
         return None
+
+    def create_module(self, spec):
+        raise ModuleNotFoundError(
+            f"{spec.name} is blocked: these checks run without it", name=spec.name
+        )
+
+    def exec_module(self, module):  # Never reached: create_module raises.
+        raise ModuleNotFoundError(module.__name__)
 
 
 if __name__ == "__main__":  # Not when the TensorFlow side imports the shapes.

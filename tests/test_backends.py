@@ -1,4 +1,4 @@
-"""The layers and the model on the JAX backend, in a process without TensorFlow."""
+"""The layers and the model on JAX and PyTorch, in processes without TensorFlow."""
 
 import os
 import pathlib
@@ -12,28 +12,41 @@ from keras_transformer.models import Transformer
 
 CHECKS = pathlib.Path(__file__).with_name("backend_checks.py")
 
-# JAX for the CPU, beside (not in) this environment: installed in the venv,
-# TensorFlow would import it too (tf.lite does when it is there), which costs
-# every TensorFlow program 0.8 s of start-up.
-JAX = ("jax==0.10.2", "jaxlib==0.10.2", "scipy")
+# Each backend for the CPU, beside (not in) this environment: installed in
+# the venv, TensorFlow would import JAX too (tf.lite does when it is there),
+# which costs every TensorFlow program 0.8 s of start-up.
+PACKAGES = {
+    "jax": ("jax==0.10.2", "jaxlib==0.10.2", "scipy"),
+    # The CPU build: PyPI has only CUDA builds (several GB); machines of
+    # the project's kind keep this wheel where pip finds it.
+    "torch": ("torch==2.13.0+cpu", "sympy", "mpmath", "networkx"),
+}
 
 
 @pytest.fixture(scope="session")
-def jax_path(tmp_path_factory):
-    target = tmp_path_factory.mktemp("jax")
+def backend_path(tmp_path_factory, request):
+    backend = request.param
+    target = tmp_path_factory.mktemp(backend)
     result = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
-        + ["--target", str(target), *JAX],
+        + ["--target", str(target), *PACKAGES[backend]],
         capture_output=True,
         text=True,
         timeout=600,
     )
-    assert result.returncode == 0, f"pip could not install {JAX}: {result.stderr}"
-    return target
+    if backend == "torch" and "No matching distribution" in result.stderr:
+        pytest.skip(
+            "pip finds no CPU build of torch 2.13.0 here (PyPI offers only CUDA "
+            "builds of several GB); machines of the project's kind have it"
+        )
+    assert result.returncode == 0, f"pip could not install {backend}: {result.stderr}"
+    return backend, target
 
 
 @pytest.mark.slow
-def test_jax_backend_without_tensorflow(tmp_path, jax_path):
+@pytest.mark.parametrize("backend_path", ["jax", "torch"], indirect=True)
+def test_backend_without_tensorflow(tmp_path, backend_path):
+    backend, packages = backend_path
     # Weights saved by the TensorFlow backend, with the logits they give.
     sys.path.insert(0, str(CHECKS.parent))
     try:
@@ -46,10 +59,10 @@ def test_jax_backend_without_tensorflow(tmp_path, jax_path):
     np.savez(tmp_path / "expected.npz", logits=np.asarray(logits))
     assert isinstance(model, Transformer)
 
-    path = os.pathsep.join(filter(None, [str(jax_path), os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(filter(None, [str(packages), os.environ.get("PYTHONPATH")]))
     env = {
         **os.environ,
-        "KERAS_BACKEND": "jax",
+        "KERAS_BACKEND": backend,
         "JAX_PLATFORMS": "cpu",
         "PYTHONPATH": path,
     }
@@ -62,5 +75,5 @@ def test_jax_backend_without_tensorflow(tmp_path, jax_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     lines = result.stdout.splitlines()
-    assert lines[0] == "jax: TensorFlow's weights give TensorFlow's logits"
+    assert lines[0] == f"{backend}: TensorFlow's weights give TensorFlow's logits"
     assert len(lines) == 6, lines

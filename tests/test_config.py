@@ -148,6 +148,19 @@ def test_overrides_replace_the_preset_and_max_length_works():
     assert Transformer(**arguments).max_length == 48
 
 
+def test_dotted_overrides_reach_any_depth_and_keep_their_siblings():
+    raw = {"model": {"preset": "small", "overrides": {"dropout": 0.2}}}
+    config = config_from_dict(
+        raw, overrides={"model.overrides.key_dim": 16, "training.steps": 5}
+    )
+    assert config.model.overrides.key_dim == 16
+    assert config.model.overrides.dropout == 0.2
+    assert config.training.steps == 5
+    assert raw == {"model": {"preset": "small", "overrides": {"dropout": 0.2}}}
+    with pytest.raises(ConfigError, match="model.overrides.key_dims"):
+        config_from_dict(raw, overrides={"model.overrides.key_dims": 16})
+
+
 def test_model_overrides_cover_the_model_arguments():
     # The schema's overrides are the Transformer's arguments, so neither can
     # grow without the other.

@@ -41,6 +41,8 @@ class Decoder(keras.layers.Layer):
         bias_initializer: initializer of their biases.
         sliding_window: restricted self-attention (Table 1): each position
             attends only to positions less than `sliding_window` away.
+        key_dim: d_k = d_v, the size of each attention head; default
+            `d_model // num_heads` (Table 3, row B varies it alone).
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -92,6 +94,7 @@ class Decoder(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         sliding_window=None,
+        key_dim=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -115,6 +118,9 @@ class Decoder(keras.layers.Layer):
         if sliding_window is not None:
             check_positive_int("sliding_window", sliding_window)
         self.sliding_window = sliding_window
+        if key_dim is not None:
+            check_positive_int("key_dim", key_dim)
+        self.key_dim = key_dim
         self.supports_masking = True
 
     def build(self, x_shape, memory_shape=None):
@@ -141,6 +147,7 @@ class Decoder(keras.layers.Layer):
                 norm_first=self.norm_first,
                 layer_norm_epsilon=self.layer_norm_epsilon,
                 sliding_window=self.sliding_window,
+                key_dim=self.key_dim,
                 kernel_initializer=self.kernel_initializer,
                 bias_initializer=self.bias_initializer,
                 dtype=self.dtype_policy,
@@ -254,6 +261,7 @@ class Decoder(keras.layers.Layer):
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
             bias_initializer=keras.initializers.serialize(self.bias_initializer),
             sliding_window=self.sliding_window,
+            key_dim=self.key_dim,
         )
         return config
 

@@ -41,6 +41,8 @@ class DecoderLayer(keras.layers.Layer):
         sliding_window: restricted self-attention (Table 1): each position
             attends only to positions less than `sliding_window` away
             (self-attention only; the cross-attention sees the whole memory).
+        key_dim: d_k = d_v, the size of each attention head; default
+            `d_model // num_heads` (Table 3, row B varies it alone).
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -88,6 +90,7 @@ class DecoderLayer(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         sliding_window=None,
+        key_dim=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -107,12 +110,15 @@ class DecoderLayer(keras.layers.Layer):
         if sliding_window is not None:
             check_positive_int("sliding_window", sliding_window)
         self.sliding_window = sliding_window
+        if key_dim is not None:
+            check_positive_int("key_dim", key_dim)
+        self.key_dim = key_dim
         self.supports_masking = True
 
     def build(self, x_shape, memory_shape=None):
         # Without a memory shape: a decoder-only block, no cross-attention.
         d_model = x_shape[-1]
-        key_dim = head_dim(d_model, self.num_heads)
+        key_dim = self.key_dim or head_dim(d_model, self.num_heads)
 
         def attention(name, sliding_window=None):
             return MultiHeadAttention(
@@ -251,6 +257,7 @@ class DecoderLayer(keras.layers.Layer):
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
             bias_initializer=keras.initializers.serialize(self.bias_initializer),
             sliding_window=self.sliding_window,
+            key_dim=self.key_dim,
         )
         return config
 

@@ -31,6 +31,8 @@ class Encoder(keras.layers.Layer):
         bias_initializer: initializer of their biases.
         sliding_window: restricted self-attention (Table 1): each position
             attends only to positions less than `sliding_window` away.
+        key_dim: d_k = d_v, the size of each attention head; default
+            `d_model // num_heads` (Table 3, row B varies it alone).
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -74,6 +76,7 @@ class Encoder(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         sliding_window=None,
+        key_dim=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -97,6 +100,9 @@ class Encoder(keras.layers.Layer):
         if sliding_window is not None:
             check_positive_int("sliding_window", sliding_window)
         self.sliding_window = sliding_window
+        if key_dim is not None:
+            check_positive_int("key_dim", key_dim)
+        self.key_dim = key_dim
         self.supports_masking = True
 
     def build(self, input_shape):
@@ -121,6 +127,7 @@ class Encoder(keras.layers.Layer):
                 norm_first=self.norm_first,
                 layer_norm_epsilon=self.layer_norm_epsilon,
                 sliding_window=self.sliding_window,
+                key_dim=self.key_dim,
                 kernel_initializer=self.kernel_initializer,
                 bias_initializer=self.bias_initializer,
                 dtype=self.dtype_policy,
@@ -179,6 +186,7 @@ class Encoder(keras.layers.Layer):
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
             bias_initializer=keras.initializers.serialize(self.bias_initializer),
             sliding_window=self.sliding_window,
+            key_dim=self.key_dim,
         )
         return config
 

@@ -30,6 +30,8 @@ class EncoderLayer(keras.layers.Layer):
         bias_initializer: initializer of their biases.
         sliding_window: restricted self-attention (Table 1): each position
             attends only to positions less than `sliding_window` away.
+        key_dim: d_k = d_v, the size of each attention head; default
+            `d_model // num_heads` (Table 3, row B varies it alone).
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -68,6 +70,7 @@ class EncoderLayer(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         sliding_window=None,
+        key_dim=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -87,13 +90,16 @@ class EncoderLayer(keras.layers.Layer):
         if sliding_window is not None:
             check_positive_int("sliding_window", sliding_window)
         self.sliding_window = sliding_window
+        if key_dim is not None:
+            check_positive_int("key_dim", key_dim)
+        self.key_dim = key_dim
         self.supports_masking = True
 
     def build(self, input_shape):
         d_model = input_shape[-1]
         self.self_attention = MultiHeadAttention(
             self.num_heads,
-            key_dim=head_dim(d_model, self.num_heads),
+            key_dim=self.key_dim or head_dim(d_model, self.num_heads),
             dropout=self.attention_dropout,
             sliding_window=self.sliding_window,
             kernel_initializer=self.kernel_initializer,
@@ -163,6 +169,7 @@ class EncoderLayer(keras.layers.Layer):
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
             bias_initializer=keras.initializers.serialize(self.bias_initializer),
             sliding_window=self.sliding_window,
+            key_dim=self.key_dim,
         )
         return config
 

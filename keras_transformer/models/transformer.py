@@ -36,6 +36,8 @@ class Transformer(keras.Model):
         sliding_window: restricted self-attention (Table 1, row 4): each
             position attends only to positions less than `sliding_window`
             away, in the encoder and decoder self-attention; `None` = full.
+        key_dim: d_k = d_v, the size of each attention head; default
+            `d_model // num_heads` (Table 3, row B varies it alone).
         **kwargs: passed to `keras.Model` (e.g. `name`, `dtype`).
 
     Call arguments:
@@ -73,6 +75,7 @@ class Transformer(keras.Model):
         norm_first=False,
         attention_dropout=0.0,
         sliding_window=None,
+        key_dim=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -105,6 +108,9 @@ class Transformer(keras.Model):
         self.norm_first = norm_first
         self.attention_dropout = attention_dropout
         self.sliding_window = sliding_window
+        if key_dim is not None:
+            check_positive_int("key_dim", key_dim)
+        self.key_dim = key_dim
 
         stack = dict(
             num_layers=num_layers,
@@ -116,6 +122,7 @@ class Transformer(keras.Model):
             learned_positions=learned_positions,
             norm_first=norm_first,
             sliding_window=sliding_window,
+            key_dim=key_dim,
             dtype=self.dtype_policy,
         )
         self.embedding = SharedEmbedding(
@@ -283,6 +290,7 @@ class Transformer(keras.Model):
             norm_first=self.norm_first,
             attention_dropout=self.attention_dropout,
             sliding_window=self.sliding_window,
+            key_dim=self.key_dim,
         )
         quantized = {
             layer.path: layer.dtype_policy

@@ -394,3 +394,23 @@ def test_lora_trains_only_the_low_rank_updates(tmp_path):
     plain((source, target_in))
     plain.load_weights(tmp_path / "lora.weights.h5")
     np.testing.assert_allclose(np.asarray(plain((source, target_in))), after, atol=1e-5)
+
+
+def test_key_dim_sets_the_head_size_of_every_attention():
+    model = tiny_model(key_dim=4, dropout=0.0)  # d_model / num_heads would be 8
+    source, target_in = toy_batch()
+    logits = np.asarray(model((source, target_in)))
+    attentions = [
+        layer
+        for layer in model._flatten_layers()
+        if type(layer).__name__ == "MultiHeadAttention"
+    ]
+    assert len(attentions) == 2 * 3
+    assert {layer.query_dense.kernel.shape for layer in attentions} == {(16, 2, 4)}
+    assert {layer.output_dense.kernel.shape for layer in attentions} == {(2, 4, 16)}
+    twin = Transformer.from_config(model.get_config())
+    twin((source, target_in))
+    twin.set_weights(model.get_weights())
+    np.testing.assert_array_equal(np.asarray(twin((source, target_in))), logits)
+    with pytest.raises(ValueError, match="key_dim"):
+        tiny_model(key_dim=0)
