@@ -1,0 +1,111 @@
+"""One lever of the Multi30k recipe, measured on validation BLEU.
+
+Trains `configs/multi30k_en_de.yaml` with the given dotted overrides for
+`--minutes` (30 by default, the budget the recipe is judged on), writing an
+averaging checkpoint every minute and keeping the last 12. Then, on the
+**validation** split only (the test split is never scored here):
+
+- validation perplexity of the model averaged as the recipe does;
+- BLEU/chrF (sacrebleu) of beam 4 for several averaging choices made from
+  the same run's checkpoints (the last 1, 5 one or two minutes apart, 8,
+  12) and, for the best of them, several length penalties.
+
+Results go into `--json` under the variant's name. Usage, from the
+repository root:
+
+    .venv/bin/python benchmarks/recipe_levers.py base
+    .venv/bin/python benchmarks/recipe_levers.py warmup400 training.warmup_steps=400
+
+Values are read as YAML (`0.2` is a float, `true` a boolean). A finished
+run of the same name is scored again without training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import yaml
+from variants import (
+    REPO,
+    checkpoint_files,
+    score_validation,
+    train_variant,
+    update_json,
+)
+
+KEEP = 12
+# name -> which checkpoints (newest last) to average, from every-minute ones.
+AVERAGING = {
+    "last 1": lambda files: files[-1:],
+    "last 5, 1 min apart": lambda files: files[-5:],
+    "last 5, 2 min apart": lambda files: files[::-2][:5][::-1],
+    "last 8, 1 min apart": lambda files: files[-8:],
+    "last 6, 2 min apart": lambda files: files[::-2][:6][::-1],
+    "last 12, 1 min apart": lambda files: files[-12:],
+}
+ALPHAS = [0.4, 0.6, 0.8, 1.0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("name", help="the variant's name")
+    parser.add_argument("overrides", nargs="*", help="dotted KEY=VALUE pairs")
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--out", default=os.path.join(REPO, "runs", "levers"))
+    parser.add_argument(
+        "--json",
+        default=os.path.join(REPO, "benchmarks", "results", "recipe_levers.json"),
+    )
+    args = parser.parse_args()
+    overrides = {}
+    for pair in args.overrides:
+        key, _, value = pair.partition("=")
+        overrides[key] = yaml.safe_load(value)
+
+    from keras_transformer.jobs.run_dir import load_trained
+    from keras_transformer.training import average_checkpoints
+
+    out = os.path.join(args.out, args.name)
+    config, summary = train_variant(
+        out,
+        {
+            "training.minutes": args.minutes,
+            "training.checkpoint_minutes": 1.0,
+            "training.average_last": KEEP,
+            "training.snapshot_minutes": [],
+            **overrides,
+        },
+    )
+    model, tokenizer = load_trained(out)
+    files = checkpoint_files(out)
+    result = {
+        "overrides": overrides,
+        "minutes": args.minutes,
+        "steps": summary["steps"],
+        "epochs": summary["epochs_run"],
+        "parameters": summary["parameters"],
+        "history": summary["history"],
+        "averaging": {},
+    }
+    for name, choose in AVERAGING.items():
+        chosen = choose(files)
+        average_checkpoints(model, chosen)
+        scores = score_validation(config, model, tokenizer, perplexity=False)
+        result["averaging"][name] = {
+            "checkpoints": [os.path.basename(f) for f in chosen],
+            **scores["valid"][str(config.evaluation.alpha)],
+        }
+        print(args.name, name, result["averaging"][name]["bleu"], flush=True)
+    best = max(result["averaging"], key=lambda n: result["averaging"][n]["bleu"])
+    average_checkpoints(model, AVERAGING[best](files))
+    scores = score_validation(config, model, tokenizer, alphas=ALPHAS)
+    result["best_averaging"] = best
+    result["valid_perplexity"] = scores["valid_perplexity"]
+    result["alphas"] = {a: s["bleu"] for a, s in scores["valid"].items()}
+    print(args.name, best, result["alphas"], flush=True)
+    update_json(args.json, args.name, result, split="valid")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""The paper's Table 3 at small scale: variants of the recipe on Multi30k.
+
+Each variant is the shipped recipe (`configs/multi30k_en_de.yaml`: the
+"small" preset, N=3, d_model=256, h=4, d_ff=1024, P_drop=0.1, label
+smoothing 0.1) with one change, trained for the same wall-clock budget on
+this machine (`--minutes`, 4 by default, so the 11 variants take about an
+hour on 2 cores; warm-up is shortened to `--warmup` steps to fit the
+budget). Each trained model (its last checkpoints averaged, as the recipe
+does) is scored on the **validation** split only, never the test split:
+
+- perplexity per target token (the model's own probabilities, no label
+  smoothing), padding excluded;
+- BLEU and chrF of beam 4 (alpha 0.6) translations, with sacrebleu.
+
+Rows, as in the paper: A (heads at constant compute: h=1, 16 with
+d_k = d_model / h), B (smaller d_k = d_v at h=4), C (model size: N=2, 4),
+D (no dropout, no label smoothing), E (learned positions instead of
+sinusoids), and Table 1's restricted self-attention (r = 8, 16).
+
+Results go to `--json`; `notebooks/09_table3.ipynb` plots them beside the
+paper's trends. Usage, from the repository root:
+
+    .venv/bin/python benchmarks/table3.py --out runs/table3 \\
+        --json benchmarks/results/table3.json
+
+A finished variant's directory is reused (its summary is read, not
+retrained); rerun with a new `--out` to start over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from variants import score_validation, train_variant, update_json
+
+VARIANTS = {  # name -> (row, dotted config overrides)
+    "base": ("base", {}),
+    "h=1": ("A", {"model.overrides.num_heads": 1}),
+    "h=16": ("A", {"model.overrides.num_heads": 16}),
+    "d_k=16": ("B", {"model.overrides.key_dim": 16}),
+    "N=2": ("C", {"model.overrides.num_layers": 2}),
+    "N=4": ("C", {"model.overrides.num_layers": 4}),
+    "P_drop=0": ("D", {"model.overrides.dropout": 0.0}),
+    "eps_ls=0": ("D", {"training.label_smoothing": 0.0}),
+    "learned positions": ("E", {"model.overrides.learned_positions": True}),
+    "r=8": ("restricted", {"model.overrides.sliding_window": 8}),
+    "r=16": ("restricted", {"model.overrides.sliding_window": 16}),
+}
+"""The paper's values for the same changes (Table 3, base model: h=8,
+d_k=64, N=6, d_model=512): newstest2013 dev perplexity and BLEU."""
+PAPER = {
+    "base": (4.92, 25.8),
+    "h=1": (5.29, 24.9),
+    "h=16": (5.01, 25.4),  # the paper's row with the same d_k = 16 (h = 32)
+    "d_k=16": (5.16, 25.1),  # the paper keeps d_v = 64; here d_v = d_k
+    "N=2": (6.11, 23.7),
+    "N=4": (5.19, 25.3),
+    "P_drop=0": (5.77, 24.6),
+    "eps_ls=0": (4.67, 25.3),
+    "learned positions": (4.92, 25.7),
+}
+
+
+def run_variant(name: str, overrides: dict, args) -> dict:
+    from keras_transformer.jobs.run_dir import load_trained
+
+    out = os.path.join(args.out, name.replace(" ", "_").replace("=", ""))
+    config, summary = train_variant(
+        out,
+        {
+            "training.minutes": args.minutes,
+            "training.warmup_steps": args.warmup,
+            "training.lr_scale": args.lr_scale,
+            "training.snapshot_minutes": [],
+            **({"data.data_dir": args.data} if args.data else {}),
+            **overrides,
+        },
+    )
+    model, tokenizer = load_trained(out)
+    scores = score_validation(config, model, tokenizer)
+    valid = scores["valid"][str(config.evaluation.alpha)]
+    return {
+        "overrides": overrides,
+        "steps": summary["steps"],
+        "epochs": summary["epochs_run"],
+        "parameters": summary["parameters"],
+        "averaged_checkpoints": summary["averaged_checkpoints"],
+        "history": summary["history"],
+        "valid_perplexity": scores["valid_perplexity"],
+        "valid_bleu": valid["bleu"],
+        "valid_chrf": valid["chrf"],
+        "bleu_signature": valid["bleu_signature"],
+        "seconds": summary["wall_seconds"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="directory of the runs")
+    parser.add_argument("--json", required=True, help="results file (updated)")
+    parser.add_argument("--minutes", type=float, default=6.0)
+    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--lr-scale", type=float, default=0.5)
+    parser.add_argument("--data", help="Multi30k directory (default: the recipe's)")
+    parser.add_argument("--only", nargs="*", help="variant names to run")
+    args = parser.parse_args()
+
+    for name, (row, overrides) in VARIANTS.items():
+        if args.only and name not in args.only:
+            continue
+        result = {"row": row, **run_variant(name, overrides, args)}
+        result["paper"] = PAPER.get(name)
+        print(name, result["valid_perplexity"], result["valid_bleu"], flush=True)
+        update_json(
+            args.json,
+            name,
+            result,
+            minutes=args.minutes,
+            warmup_steps=args.warmup,
+            lr_scale=args.lr_scale,
+            recipe="configs/multi30k_en_de.yaml",
+            split="valid",
+        )
+
+
+if __name__ == "__main__":
+    main()
