@@ -219,7 +219,8 @@ class TrainingConfig(_Section):
     )
     snapshot_minutes: list[float] = Field(
         default_factory=list,
-        description="save the whole model after these minutes, e.g. [10, 20]",
+        description="save the whole model after these minutes, e.g. [30, 60]: "
+        "the average of the checkpoints kept then, with average_last",
     )
     validate_: bool = Field(
         True, alias="validate", description="score the validation split each epoch"

@@ -268,6 +268,7 @@ def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
             tr.snapshot_minutes,
             elapsed_minutes=record.get("minutes", 0.0),
             saved={float(m): s for m, s in record.get("snapshots", {}).items()},
+            averaging=averaging,
         )
     log = _Log(history, per_step=tr.strategy == "multi_worker")
 

@@ -252,14 +252,20 @@ class CheckpointAveraging(keras.callbacks.Callback):
                 self._last_save_time = now
                 self._save_step(self._step())
 
+    def save_now(self) -> None:
+        """Saves the current weights as the newest checkpoint, unless the
+        checkpoint of this step is already the newest."""
+        if self._step() != self._last_saved_step:
+            self._save_step(self._step())
+
     def on_epoch_end(self, epoch, logs=None):
         if self.every_n_steps is None and self.every_n_minutes is None:
             self._save(f"epoch-{epoch + 1:06d}.weights.h5")
 
     def on_train_end(self, logs=None):
         periodic = self.every_n_steps is not None or self.every_n_minutes is not None
-        if periodic and self._step() != self._last_saved_step:
-            self._save_step(self._step())
+        if periodic:
+            self.save_now()
         if not self.average_at_end:
             return
         if not self._kept:

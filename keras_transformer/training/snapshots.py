@@ -9,6 +9,7 @@ import time
 
 import keras
 
+from keras_transformer.training.averaging import average_checkpoints
 from keras_transformer.training.state import save_model_atomically, write_atomically
 
 logger = logging.getLogger(__name__)
@@ -33,6 +34,8 @@ class Snapshots(keras.callbacks.Callback):
         minutes: the times, in minutes, e.g. `[10, 20, 30]`.
         elapsed_minutes: minutes already trained (by an earlier run).
         saved: `{minute: step}` of the snapshots an earlier run saved.
+        averaging: a `CheckpointAveraging` callback of the same `fit`, whose
+            checkpoints each snapshot averages.
 
     Example:
 
@@ -55,6 +58,7 @@ class Snapshots(keras.callbacks.Callback):
         minutes,
         elapsed_minutes: float = 0.0,
         saved: dict | None = None,
+        averaging=None,
     ):
         super().__init__()
         minutes = list(minutes)
@@ -67,6 +71,7 @@ class Snapshots(keras.callbacks.Callback):
         self.minutes = sorted(minutes)
         self.saved = dict(saved or {})  # minute -> optimizer step it was saved at
         self.elapsed_before = elapsed_minutes
+        self.averaging = averaging
         self._start = None
 
     @staticmethod
@@ -88,8 +93,22 @@ class Snapshots(keras.callbacks.Callback):
         folder = os.path.join(self.directory, self.folder_name(minute))
         os.makedirs(folder, exist_ok=True)
         step = int(self.model.optimizer.iterations.numpy())
-        save_model_atomically(self.model, os.path.join(folder, "model.keras"))
-        record = json.dumps({"minutes": minute, "step": step}).encode()
+        path = os.path.join(folder, "model.keras")
+        if self.averaging is None:
+            save_model_atomically(self.model, path)
+        else:
+            self.averaging.save_now()
+            raw = [variable.numpy() for variable in self.model.weights]
+            average_checkpoints(self.model, self.averaging.checkpoints)
+            save_model_atomically(self.model, path)
+            for variable, value in zip(self.model.weights, raw, strict=True):
+                variable.assign(value)
+        record = {"minutes": minute, "step": step}
+        if self.averaging is not None:
+            record["averaged"] = [
+                os.path.basename(f) for f in self.averaging.checkpoints
+            ]
+        record = json.dumps(record).encode()
         write_atomically(
             os.path.join(folder, "snapshot.json"), lambda f: f.write(record)
         )
