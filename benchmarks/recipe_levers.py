@@ -44,7 +44,7 @@ AVERAGING = {
     "last 6, 2 min apart": lambda files: files[::-2][:6][::-1],
     "last 12, 1 min apart": lambda files: files[-12:],
 }
-ALPHAS = [0.4, 0.6, 0.8, 1.0]
+ALPHAS = [0.6, 0.8, 1.0, 1.2, 1.5]
 
 
 def main() -> None:

@@ -168,12 +168,26 @@ def _search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--beam",
         type=_positive_int,
-        default=4,
-        help="beam size; 1 is greedy search (default: 4)",
+        default=None,
+        help="beam size; 1 is greedy search (default: the model's recipe's, else 4)",
     )
     parser.add_argument(
-        "--alpha", type=_alpha, default=0.6, help="length penalty (default: 0.6)"
+        "--alpha",
+        type=_alpha,
+        default=None,
+        help="length penalty (default: the model's recipe's, else 0.6)",
     )
+
+
+def _fill_search_settings(args: argparse.Namespace) -> None:
+    """`--beam` and `--alpha` left out: the model's recipe's settings."""
+    from keras_transformer.jobs.run_dir import search_settings
+
+    settings = search_settings(args.model)
+    if args.beam is None:
+        args.beam = settings["beam_size"]
+    if args.alpha is None:
+        args.alpha = settings["alpha"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,6 +282,8 @@ class _Stream:
 
 def _run(args: argparse.Namespace) -> None:
     # Jobs are imported late: TensorFlow's start-up logging is silenced first.
+    if args.command in ("translate", "evaluate", "export"):
+        _fill_search_settings(args)
     if args.command == "translate":
         import tensorflow as tf
 

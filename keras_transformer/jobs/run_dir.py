@@ -180,6 +180,38 @@ def load_trained(model_dir: str | os.PathLike):
     return model, data.Tokenizer.load(tokenizer_path)
 
 
+DEFAULT_SEARCH = {"beam_size": 4, "alpha": 0.6}
+"""Search settings of a model whose recipe says nothing (the paper's)."""
+
+
+def search_settings(model_dir: str | os.PathLike) -> dict:
+    """The beam size and length penalty the model's recipe chose.
+
+    Read from the run's `config.yaml` (`evaluation.beam_size` and
+    `evaluation.alpha`); a snapshot folder (`RUN/snapshots/minute_30`) uses
+    its run's. Without a recipe: `DEFAULT_SEARCH`, beam 4 and alpha 0.6.
+
+    Returns:
+        `{"beam_size": int, "alpha": float}`.
+    """
+    model_dir = Path(model_dir)
+    candidates = [model_dir / CONFIG_FILE]
+    if model_dir.parent.name == SNAPSHOT_DIR:
+        candidates.append(model_dir.parent.parent / CONFIG_FILE)
+    for path in candidates:
+        if path.is_file():
+            try:
+                recipe = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            except (OSError, yaml.YAMLError):
+                break  # an unreadable recipe: the defaults, as without one
+            evaluation = recipe.get("evaluation") or {}
+            return {
+                key: type(default)(evaluation.get(key, default))
+                for key, default in DEFAULT_SEARCH.items()
+            }
+    return dict(DEFAULT_SEARCH)
+
+
 def _first_difference(saved, recipe: dict, prefix: str = "") -> str:
     if not isinstance(saved, dict):
         return "its config.yaml is not a recipe"

@@ -88,3 +88,42 @@ def test_files_in_order_with_a_progress_bar_on_a_terminal(
     assert count == 4
     assert out.getvalue() == "b a\n\ne d c\nh g\n"
     assert ("4/4" in stderr.getvalue()) == terminal  # the bar, on a terminal only
+
+
+def test_search_settings_come_from_the_models_recipe(tmp_path):
+    from keras_transformer.jobs.run_dir import search_settings
+
+    run = tmp_path / "run"
+    (run / "snapshots" / "minute_30").mkdir(parents=True)
+    assert search_settings(run) == {"beam_size": 4, "alpha": 0.6}  # no recipe
+    (run / "config.yaml").write_text("evaluation:\n  beam_size: 5\n  alpha: 1.0\n")
+    assert search_settings(run) == {"beam_size": 5, "alpha": 1.0}
+    # A snapshot folder uses its run's recipe.
+    assert search_settings(run / "snapshots" / "minute_30") == {
+        "beam_size": 5,
+        "alpha": 1.0,
+    }
+    (run / "config.yaml").write_text("evaluation:\n  alpha: 1\n")
+    assert search_settings(run) == {"beam_size": 4, "alpha": 1.0}
+    (run / "config.yaml").write_text("evaluation: [unclosed\n")
+    assert search_settings(run) == {"beam_size": 4, "alpha": 0.6}
+
+
+@pytest.mark.parametrize(
+    "options, expected",
+    [([], (5, 1.2)), (["--beam", "1"], (1, 1.2)), (["--alpha", "0.6"], (5, 0.6))],
+)
+def test_commands_default_to_the_recipes_search(
+    tmp_path, monkeypatch, options, expected
+):
+    from keras_transformer import cli
+
+    (tmp_path / "config.yaml").write_text("evaluation:\n  beam_size: 5\n  alpha: 1.2\n")
+    seen = {}
+    monkeypatch.setattr(
+        job,
+        "translate_files",
+        lambda model, files, beam_size, alpha: seen.update(search=(beam_size, alpha)),
+    )
+    assert cli.main(["translate", "--model", str(tmp_path), *options]) in (0, None)
+    assert seen["search"] == expected
