@@ -17,12 +17,15 @@ repository root:
     .venv/bin/python benchmarks/recipe_levers.py warmup400 training.warmup_steps=400
 
 Values are read as YAML (`0.2` is a float, `true` a boolean). A finished
-run of the same name is scored again without training.
+run of the same name is scored again without training; with `--alphas-only`
+its stored averaging results are kept and only the length penalties are
+scored again (after `ALPHAS` grows).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 
 import yaml
@@ -57,6 +60,11 @@ def main() -> None:
         "--json",
         default=os.path.join(REPO, "benchmarks", "results", "recipe_levers.json"),
     )
+    parser.add_argument(
+        "--alphas-only",
+        action="store_true",
+        help="keep the stored averaging results; score the length penalties",
+    )
     args = parser.parse_args()
     overrides = {}
     for pair in args.overrides:
@@ -88,7 +96,15 @@ def main() -> None:
         "history": summary["history"],
         "averaging": {},
     }
+    stored_alphas = {}
+    if args.alphas_only:
+        with open(args.json, encoding="utf-8") as f:
+            stored = json.load(f)["variants"][args.name]
+        result["averaging"] = stored["averaging"]
+        stored_alphas = stored.get("alphas", {})
     for name, choose in AVERAGING.items():
+        if name in result["averaging"]:
+            continue
         chosen = choose(files)
         average_checkpoints(model, chosen)
         scores = score_validation(config, model, tokenizer, perplexity=False)
@@ -102,7 +118,9 @@ def main() -> None:
     scores = score_validation(config, model, tokenizer, alphas=ALPHAS)
     result["best_averaging"] = best
     result["valid_perplexity"] = scores["valid_perplexity"]
-    result["alphas"] = {a: s["bleu"] for a, s in scores["valid"].items()}
+    scored = {a: s["bleu"] for a, s in scores["valid"].items()}
+    merged = {**stored_alphas, **scored}
+    result["alphas"] = {a: merged[a] for a in sorted(merged, key=float)}
     print(args.name, best, result["alphas"], flush=True)
     update_json(args.json, args.name, result, split="valid")
 
