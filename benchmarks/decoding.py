@@ -4,7 +4,8 @@ On a trained model directory (the Multi30k recipe's, by default) and
 Multi30k test2016 (English -> German, 1000 sentences), measures:
 
 - the command line, each in a new process: a one-line call (process start
-  to output), the whole file with beam 4 (alpha 0.6) and with greedy search
+  to output), the whole file with the recipe's beam search (beam 4 and
+  the run's `evaluation.alpha`; 0.6 without one) and with greedy search
   (`--beam 1`); decoding speed is sentences / (whole time - one-line time);
 - the exported SavedModel (`DIR/translator`) in a new process that imports
   only TensorFlow and tensorflow-text: load time, first call, and speed on
@@ -103,16 +104,16 @@ def scores(hypotheses: list[str], references: list[str]) -> dict:
 
 
 def plain_search(model_dir: str, sources: list[str]) -> tuple[list[str], float]:
-    """Fixed-shape beam 4 on batches of 64 in input order (the old way)."""
+    """Fixed-shape beam search on batches of 64 in input order (the old way),
+    with the recipe's beam size and length penalty."""
     import tensorflow as tf
 
     from keras_transformer.decoding import beam_search
-    from keras_transformer.jobs.run_dir import load_trained
+    from keras_transformer.jobs.run_dir import load_trained, search_settings
 
     model, tokenizer = load_trained(model_dir)
-    search = tf.function(
-        lambda ids: beam_search(model, ids, beam_size=4, alpha=0.6, compact=False)
-    )
+    settings = search_settings(model_dir)
+    search = tf.function(lambda ids: beam_search(model, ids, **settings, compact=False))
     limit = model.max_length - 1
     out, start = [], time.perf_counter()
     for i in range(0, len(sources), 64):

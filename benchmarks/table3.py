@@ -63,8 +63,8 @@ PAPER = {
     "h=1": (5.29, 24.9),
     "h=16": (5.01, 25.4),  # the paper's row with the same d_k = 16 (h = 32)
     "d_k=16": (5.16, 25.1),  # the paper keeps d_v = 64; here d_v = d_k
-    "N=2": (6.11, 23.7),
-    "N=4": (5.19, 25.3),
+    "N=2": (5.19, 25.3),  # the paper's N=4: the same 2/3 of the base's depth
+    "N=4": (4.88, 25.5),  # the paper's N=8: 4/3 of the base's depth
     "P_drop=0": (5.77, 24.6),
     "eps_ls=0": (4.67, 25.3),
     "d_ff=2048": (4.75, 26.2),  # the paper's d_ff 4096 row, 4 d_model -> 8
