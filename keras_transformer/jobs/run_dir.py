@@ -56,9 +56,15 @@ class RunError(ValueError):
 def run_status(directory: str | Path, recipe: dict) -> str:
     """What training `recipe` into `directory` means.
 
+    A recipe that differs from the run's only in its budget
+    (`training.minutes`, `training.steps`) is the same recipe trained for
+    longer or shorter: an unfinished run resumes under the new budget, and a
+    finished one trains on when the budget goes past where it stopped.
+
     Returns:
         "new" (no run there yet), "resume" (a run of this recipe that has not
-        finished) or "finished".
+        finished), "extend" (a finished run of this recipe that the budget
+        takes further) or "finished".
 
     Raises:
         RunError: `directory` is a file, holds files of no run, or holds a
@@ -82,14 +88,95 @@ def run_status(directory: str | Path, recipe: dict) -> str:
         saved = yaml.safe_load(config.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError):
         saved = None
-    if saved != recipe:
+    if saved != recipe and not _differ_in_budget_only(saved, recipe):
         raise RunError(
             f"output_dir: {str(directory)!r} holds a run of another recipe "
             f"({_first_difference(saved, recipe)}); choose another output "
             "directory, or --overwrite to replace that run"
         )
     summary = read_summary(directory)
-    return "finished" if summary.get("finished") else "resume"
+    if not summary.get("finished"):
+        return "resume"
+    return "extend" if _goes_further(recipe["training"], summary) else "finished"
+
+
+BUDGET_KEYS = ("minutes", "steps")
+"""The keys of `training` that say how long, not what, to train."""
+
+
+def _differ_in_budget_only(saved, recipe: dict) -> bool:
+    if not isinstance(saved, dict) or not isinstance(saved.get("training"), dict):
+        return False
+
+    def without_budget(r):
+        training = {k: v for k, v in r["training"].items() if k not in BUDGET_KEYS}
+        return {**r, "training": training}
+
+    return without_budget(saved) == without_budget(recipe)
+
+
+def _goes_further(training: dict, summary: dict) -> bool:
+    """Whether every limit `training` sets lies past where the run stopped."""
+    limits = [
+        (training.get(key), summary.get(key))
+        for key in BUDGET_KEYS
+        if training.get(key) is not None
+    ]
+    return bool(limits) and all(
+        done is not None and limit > done for limit, done in limits
+    )
+
+
+def keep_finished_model(directory: str | Path) -> Path:
+    """Keeps a finished run's model before the run trains on.
+
+    The model (and tokenizer) go to `snapshots/step_{N}/` beside a
+    `snapshot.json` with the step, the minutes and the test scores the run
+    ended with; nothing is copied when a snapshot of that step (e.g.
+    `snapshots/minute_60`) holds it already. The summary is then replaced by
+    an unfinished one that records the finished run under `"extended"`, so a
+    crash from here on resumes.
+
+    Returns:
+        The snapshot folder that holds the finished model.
+    """
+    directory = Path(directory)
+    summary = read_summary(directory)
+    summary.pop("history", None)
+    step = summary.get("steps")
+    snapshots = directory / SNAPSHOT_DIR
+    folder = None
+    for record in sorted(snapshots.glob("*/snapshot.json")):
+        try:
+            if json.loads(record.read_text(encoding="utf-8")).get("step") == step:
+                folder = record.parent
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+    if folder is None:
+        folder = snapshots / f"step_{step}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in (MODEL_FILE, TOKENIZER_DIR):
+            source, temporary = directory / name, folder / f"{name}.tmp-copy"
+            if source.is_dir():
+                shutil.copytree(source, temporary, dirs_exist_ok=True)
+                if (folder / name).is_dir():  # copied before a crash
+                    shutil.rmtree(folder / name)
+            else:
+                shutil.copyfile(source, temporary)
+            os.replace(temporary, folder / name)
+        record = {"minutes": summary.get("minutes"), "step": step}
+        if "test" in summary:
+            record["test"] = summary["test"]
+        write_text(folder / "snapshot.json", json.dumps(record) + "\n")
+    earlier = read_summary(directory).get("extended", [])
+    summary.pop("extended", None)
+    summary.pop("finished", None)
+    extended = [*earlier, {**summary, "kept_in": str(folder.relative_to(directory))}]
+    write_text(
+        directory / SUMMARY_FILE,
+        json.dumps({"finished": False, "extended": extended}, indent=2) + "\n",
+    )
+    return folder
 
 
 def clear_run(directory: str | Path) -> None:

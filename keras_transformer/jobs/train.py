@@ -6,8 +6,10 @@ In order:
    included, and so are the files it names; nothing is written before.
 2. The output directory decides what happens (`run_dir.run_status`): a new
    run starts; a run of the same recipe that did not finish resumes exactly
-   where its last training state left it; a finished run is left as it is;
-   anything else is an error (`--overwrite` starts over).
+   where its last training state left it; a finished run is left as it is,
+   or trains on when only the budget grew (`training.minutes` or
+   `training.steps`; its model is kept as a snapshot first); anything else
+   is an error (`--overwrite` starts over).
 3. The tokenizer is trained (or reused when resuming), the model and
    optimizer are built, and the last training state, if any, is loaded.
 4. `model.fit` (or, across machines, `fit_distributed`) trains on an endless,
@@ -40,6 +42,7 @@ from keras_transformer.jobs.run_dir import (
     TOKENIZER_DIR,
     TRANSLATOR_DIR,
     clear_run,
+    keep_finished_model,
     read_summary,
     remove_temporaries,
     run_status,
@@ -122,8 +125,9 @@ def train_from_config(
     status = run_status(out, recipe)
     if status == "finished":
         logger.warning(
-            "%s holds a finished run of this recipe; left as it is "
-            "(--overwrite trains it again).",
+            "%s holds a finished run of this recipe; left as it is (a larger "
+            "training.minutes or training.steps trains it on, --overwrite "
+            "trains it again).",
             out,
         )
         return read_summary(out)
@@ -131,9 +135,17 @@ def train_from_config(
     # A multi-worker strategy must exist before any other TensorFlow op.
     strategy = make_strategy(tr.strategy)
     chief = is_chief(strategy)
-    if chief and status == "resume":
+    if chief and status in ("resume", "extend"):
         remove_temporaries(out)
-    if chief and status == "new":
+    if chief and status == "extend":
+        kept = keep_finished_model(out)
+        logger.warning(
+            "%s holds a finished run of this recipe; training it on to the "
+            "new budget (its model is kept in %s).",
+            out,
+            kept,
+        )
+    if chief:  # the recipe, with the budget it now trains to
         out.mkdir(parents=True, exist_ok=True)
         write_text(out / CONFIG_FILE, yaml.safe_dump(recipe, sort_keys=False))
     keras.utils.set_random_seed(tr.seed)

@@ -1,9 +1,11 @@
-"""The train job in process: policy restored, overrides used, files atomic."""
+"""The train job in process: policy restored, overrides used, runs extended."""
 
 import json
 
 import keras
+import numpy as np
 import pytest
+import yaml
 
 from keras_transformer.config import config_from_dict
 from keras_transformer.jobs.run_dir import load_trained
@@ -62,3 +64,62 @@ def test_mixed_precision_run_restores_the_policy_and_uses_the_overrides(tmp_path
     assert saved["resumed_from_step"] == 0
     # Every file was written under a temporary name and renamed.
     assert not [p for p in (tmp_path / "run").rglob("*") if ".tmp" in p.name]
+
+
+def _weights(path):
+    return keras.models.load_model(path, compile=False).get_weights()
+
+
+@pytest.mark.slow
+def test_a_finished_run_trains_on_to_a_larger_budget_as_one_longer_run(tmp_path):
+    recipe = dict(average_last=2, checkpoint_minutes=1e-6, snapshot_minutes=[1e-6])
+    (tmp_path / "longer").mkdir()
+    longer = train_from_config(
+        _config(tmp_path / "longer", steps=8, **recipe), verbose=0
+    )
+    first = train_from_config(_config(tmp_path, steps=4, **recipe), verbose=0)
+    out = tmp_path / "run"
+    finished_model = _weights(out / "model.keras")
+
+    # A smaller budget, or the same: left as it is.
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+    assert train_from_config(_config(tmp_path, steps=3, **recipe))["steps"] == 4
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
+
+    summary = train_from_config(_config(tmp_path, steps=8, **recipe), verbose=0)
+    assert summary["finished"] and summary["resumed_from_step"] == 4
+    assert summary["steps"] == longer["steps"] == 8
+    # The same weights as one run of 8 steps.
+    for a, b in zip(
+        _weights(tmp_path / "longer" / "run" / "model.keras"),
+        _weights(out / "model.keras"),
+        strict=True,
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    # The finished model is kept, with what the run ended with.
+    kept = out / "snapshots" / "step_4"
+    for a, b in zip(finished_model, _weights(kept / "model.keras"), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert (kept / "tokenizer").is_dir()
+    assert json.loads((kept / "snapshot.json").read_text())["step"] == 4
+    assert summary["extended"][0]["steps"] == first["steps"] == 4
+    assert summary["extended"][0]["kept_in"] == "snapshots/step_4"
+    assert "steps: 8" in (out / "config.yaml").read_text()
+
+
+def test_a_run_of_another_recipe_is_refused_also_beside_a_new_budget(tmp_path):
+    from keras_transformer.jobs.run_dir import RunError, run_status
+
+    recipe = _config(tmp_path).to_dict()
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.yaml").write_text(yaml.safe_dump(recipe))
+    (out / "summary.json").write_text(json.dumps({"finished": True, "steps": 2}))
+    longer = {**recipe, "training": {**recipe["training"], "steps": 5}}
+    assert run_status(out, longer) == "extend"
+    assert run_status(out, recipe) == "finished"
+    other = {**longer, "training": {**longer["training"], "warmup_steps": 11}}
+    with pytest.raises(RunError, match="another recipe"):
+        run_status(out, other)
+    (out / "summary.json").write_text(json.dumps({"steps": 1}))  # unfinished
+    assert run_status(out, longer) == "resume"
