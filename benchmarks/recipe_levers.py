@@ -19,7 +19,11 @@ repository root:
 Values are read as YAML (`0.2` is a float, `true` a boolean). A finished
 run of the same name is scored again without training; with `--alphas-only`
 its stored averaging results are kept and only the length penalties are
-scored again (after `ALPHAS` grows).
+scored again (after `ALPHAS` grows); with `--beams 1 2 4 8` only beam sizes
+are scored (BLEU and seconds for the split), at the variant's best averaging
+and length penalty:
+
+    .venv/bin/python benchmarks/recipe_levers.py tb2048 --beams 1 2 4 6 8
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from variants import (
     score_validation,
     train_variant,
     update_json,
+    validation_split,
 )
 
 KEEP = 12
@@ -64,6 +69,12 @@ def main() -> None:
         "--alphas-only",
         action="store_true",
         help="keep the stored averaging results; score the length penalties",
+    )
+    parser.add_argument(
+        "--beams",
+        type=int,
+        nargs="+",
+        help="keep the stored results; score these beam sizes",
     )
     args = parser.parse_args()
     overrides = {}
@@ -96,6 +107,9 @@ def main() -> None:
         "history": summary["history"],
         "averaging": {},
     }
+    if args.beams:
+        score_beams(args, config, model, tokenizer, files)
+        return
     stored_alphas = {}
     if args.alphas_only:
         with open(args.json, encoding="utf-8") as f:
@@ -123,6 +137,46 @@ def main() -> None:
     result["alphas"] = {a: merged[a] for a in sorted(merged, key=float)}
     print(args.name, best, result["alphas"], flush=True)
     update_json(args.json, args.name, result, split="valid")
+
+
+def score_beams(args, config, model, tokenizer, files) -> None:
+    """Validation BLEU and decoding seconds of each beam size in `args.beams`.
+
+    At the variant's best averaging and best length penalty, both stored by
+    an earlier run of this script; other stored results are kept. The
+    seconds are those of a second pass over the split (the first traces).
+    """
+    import time
+
+    import tensorflow as tf
+
+    from keras_transformer.decoding import Translator
+    from keras_transformer.evaluation import score_translations
+    from keras_transformer.training import average_checkpoints
+
+    with open(args.json, encoding="utf-8") as f:
+        stored = json.load(f)["variants"][args.name]
+    alpha = max(stored["alphas"], key=lambda a: stored["alphas"][a])
+    average_checkpoints(model, AVERAGING[stored["best_averaging"]](files))
+    sources, references = validation_split(config)
+    beams = dict(stored.get("beams", {}))
+    for beam in args.beams:
+        translator = Translator(tokenizer, model, beam, float(alpha))
+        for _ in range(2):
+            start = time.perf_counter()
+            out = translator.translate(tf.constant(sources), beam, float(alpha))
+            seconds = time.perf_counter() - start
+        outputs = [t.decode("utf-8") for t in out["translations"].numpy()]
+        scores = score_translations(outputs, references)
+        beams[str(beam)] = {
+            "alpha": float(alpha),
+            "bleu": scores["bleu"],
+            "chrf": scores["chrf"],
+            "seconds": round(seconds, 2),
+        }
+        print(args.name, "beam", beam, beams[str(beam)], flush=True)
+    stored["beams"] = {b: beams[b] for b in sorted(beams, key=int)}
+    update_json(args.json, args.name, stored, split="valid")
 
 
 if __name__ == "__main__":

@@ -260,6 +260,10 @@ def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
         valid = data.make_batches(splits["valid"], tokenizer, shuffle=False, **batching)
 
     history = {k: list(v) for k, v in record.get("history", {}).items()}
+    if tr.strategy != "multi_worker" and done and len(history.get("loss", ())) > epoch:
+        # A budget stopped the run inside `epoch`, which `fit` logged then;
+        # finishing it logs it again, so the entry of its first part goes.
+        history = {k: v[:epoch] for k, v in history.items()}
     budget = TrainingBudget(tr.minutes, tr.steps, record.get("minutes", 0.0))
     averaging = None
     if tr.average_last:

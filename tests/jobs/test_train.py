@@ -75,21 +75,27 @@ def test_a_finished_run_trains_on_to_a_larger_budget_as_one_longer_run(tmp_path)
     recipe = dict(average_last=2, checkpoint_minutes=1e-6, snapshot_minutes=[1e-6])
     (tmp_path / "longer").mkdir()
     longer = train_from_config(
-        _config(tmp_path / "longer", steps=8, **recipe), verbose=0
+        _config(tmp_path / "longer", steps=12, **recipe), verbose=0
     )
-    first = train_from_config(_config(tmp_path, steps=4, **recipe), verbose=0)
+    first = train_from_config(_config(tmp_path, steps=6, **recipe), verbose=0)
     out = tmp_path / "run"
     finished_model = _weights(out / "model.keras")
 
     # A smaller budget, or the same: left as it is.
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
-    assert train_from_config(_config(tmp_path, steps=3, **recipe))["steps"] == 4
+    assert train_from_config(_config(tmp_path, steps=5, **recipe))["steps"] == 6
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
 
-    summary = train_from_config(_config(tmp_path, steps=8, **recipe), verbose=0)
-    assert summary["finished"] and summary["resumed_from_step"] == 4
-    assert summary["steps"] == longer["steps"] == 8
-    # The same weights as one run of 8 steps.
+    summary = train_from_config(_config(tmp_path, steps=12, **recipe), verbose=0)
+    assert summary["finished"] and summary["resumed_from_step"] == 6
+    assert summary["steps"] == longer["steps"] == 12
+    # One history entry per epoch, as in the longer run, though the first
+    # run stopped inside an epoch and logged it.
+    state = np.load(sorted((out / "state").glob("*.npz"))[0])
+    per_epoch = json.loads(state["record"].tobytes())["batches_per_epoch"]
+    assert 6 % per_epoch and len(first["history"]["loss"]) == -(-6 // per_epoch)
+    assert len(summary["history"]["loss"]) == len(longer["history"]["loss"])
+    # The same weights as one run of 12 steps.
     for a, b in zip(
         _weights(tmp_path / "longer" / "run" / "model.keras"),
         _weights(out / "model.keras"),
@@ -97,14 +103,14 @@ def test_a_finished_run_trains_on_to_a_larger_budget_as_one_longer_run(tmp_path)
     ):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
     # The finished model is kept, with what the run ended with.
-    kept = out / "snapshots" / "step_4"
+    kept = out / "snapshots" / "step_6"
     for a, b in zip(finished_model, _weights(kept / "model.keras"), strict=True):
         np.testing.assert_array_equal(a, b)
     assert (kept / "tokenizer").is_dir()
-    assert json.loads((kept / "snapshot.json").read_text())["step"] == 4
-    assert summary["extended"][0]["steps"] == first["steps"] == 4
-    assert summary["extended"][0]["kept_in"] == "snapshots/step_4"
-    assert "steps: 8" in (out / "config.yaml").read_text()
+    assert json.loads((kept / "snapshot.json").read_text())["step"] == 6
+    assert summary["extended"][0]["steps"] == first["steps"] == 6
+    assert summary["extended"][0]["kept_in"] == "snapshots/step_6"
+    assert "steps: 12" in (out / "config.yaml").read_text()
 
 
 def test_a_run_of_another_recipe_is_refused_also_beside_a_new_budget(tmp_path):
