@@ -8,8 +8,8 @@ change, trained for the same wall-clock budget on this machine
 cores). To fit the short budget the warm-up is `--warmup` steps with the
 rate scaled by `--lr-scale` (200 and 0.5 by default: the recipe's peak
 rate, reached after 200 steps instead of 800), and the last 3 checkpoints,
-half a minute apart, are averaged. Each
-model is scored on the **validation** split only, never the test split:
+half a minute apart, are averaged. Each model is scored on the
+**validation** split only, never the test split:
 
 - perplexity per target token (the model's own probabilities, no label
   smoothing), padding excluded;
