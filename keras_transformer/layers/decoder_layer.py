@@ -4,14 +4,11 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.masking import causal_mask
-from keras_transformer.layers.multi_head_attention import MultiHeadAttention
-from keras_transformer.layers.pointwise_feed_forward import PointwiseFeedForward
-from keras_transformer.layers.residual import add_norm, head_dim, layer_norm, pre_norm
-from keras_transformer.validation import check_positive_int, check_rate
+from keras_transformer.layers.transformer_layer import TransformerLayer
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class DecoderLayer(keras.layers.Layer):
+class DecoderLayer(TransformerLayer):
     """Masked self-attention, encoder-decoder attention, feed-forward.
 
     Each of the three sublayers is residual, with dropout and LayerNorm as in
@@ -78,85 +75,21 @@ class DecoderLayer(keras.layers.Layer):
         Vaswani et al. 2017, "Attention Is All You Need", sections 3.1, 3.2.3.
     """
 
-    def __init__(
-        self,
-        num_heads,
-        d_ff,
-        dropout=0.1,
-        attention_dropout=0.0,
-        activation="relu",
-        norm_first=False,
-        layer_norm_epsilon=1e-6,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        sliding_window=None,
-        key_dim=None,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        check_positive_int("num_heads", num_heads)
-        check_positive_int("d_ff", d_ff)
-        check_rate("dropout", dropout)
-        check_rate("attention_dropout", attention_dropout)
-        self.num_heads = num_heads
-        self.d_ff = d_ff
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.activation = activation
-        self.norm_first = norm_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        if sliding_window is not None:
-            check_positive_int("sliding_window", sliding_window)
-        self.sliding_window = sliding_window
-        if key_dim is not None:
-            check_positive_int("key_dim", key_dim)
-        self.key_dim = key_dim
-        self.supports_masking = True
-
     def build(self, x_shape, memory_shape=None):
         # Without a memory shape: a decoder-only block, no cross-attention.
-        d_model = x_shape[-1]
-        key_dim = self.key_dim or head_dim(d_model, self.num_heads)
-
-        def attention(name, sliding_window=None):
-            return MultiHeadAttention(
-                self.num_heads,
-                key_dim=key_dim,
-                dropout=self.attention_dropout,
-                kernel_initializer=self.kernel_initializer,
-                bias_initializer=self.bias_initializer,
-                sliding_window=sliding_window,
-                dtype=self.dtype_policy,
-                name=name,
-            )
-
-        self.self_attention = attention("self_attention", self.sliding_window)
-        self.self_attention.build(x_shape, x_shape)
-        self.cross_attention = None
+        self.self_attention = self.make_attention(
+            "self_attention", x_shape, x_shape, self.sliding_window
+        )
+        self.self_attention_norm = self.make_norm("self_attention_norm", x_shape)
+        self.cross_attention = self.cross_attention_norm = None
         if memory_shape is not None:
-            self.cross_attention = attention("cross_attention")
-            self.cross_attention.build(x_shape, memory_shape)
-        self.feed_forward = PointwiseFeedForward(
-            self.d_ff,
-            activation=self.activation,
-            kernel_initializer=self.kernel_initializer,
-            bias_initializer=self.bias_initializer,
-            dtype=self.dtype_policy,
-            name="feed_forward",
-        )
-        self.feed_forward.build(x_shape)
-        self.self_attention_norm = layer_norm(self, "self_attention_norm", x_shape)
-        self.cross_attention_norm = None
-        if self.cross_attention is not None:
-            self.cross_attention_norm = layer_norm(
-                self, "cross_attention_norm", x_shape
+            self.cross_attention = self.make_attention(
+                "cross_attention", x_shape, memory_shape
             )
-        self.feed_forward_norm = layer_norm(self, "feed_forward_norm", x_shape)
-        self.residual_dropout = keras.layers.Dropout(
-            self.dropout, dtype=self.dtype_policy, name="residual_dropout"
-        )
+            self.cross_attention_norm = self.make_norm("cross_attention_norm", x_shape)
+        self.feed_forward = self.make_feed_forward(x_shape)
+        self.feed_forward_norm = self.make_norm("feed_forward_norm", x_shape)
+        self.residual_dropout = self.make_dropout("residual_dropout")
 
     def call(
         self,
@@ -173,7 +106,7 @@ class DecoderLayer(keras.layers.Layer):
         self_cache, cross_cache = (None, None) if cache is None else cache
         # Masked multi-head self-attention
         residual = x
-        x = pre_norm(self, self.self_attention_norm, x)
+        x = self.pre_norm(self.self_attention_norm, x)
         if cache is None:
             self_out = self.self_attention(
                 x,
@@ -202,11 +135,11 @@ class DecoderLayer(keras.layers.Layer):
                 cache_update_index=cache_index,
             )
         x, self_scores = self_out[0], self_out[1]
-        x = add_norm(self, self.self_attention_norm, residual, x, training)
+        x = self.add_norm(self.self_attention_norm, residual, x, training)
         # Multi-head encoder-decoder attention
         if self.cross_attention is not None:
             residual = x
-            x = pre_norm(self, self.cross_attention_norm, x)
+            x = self.pre_norm(self.cross_attention_norm, x)
             x, cross_scores = self.cross_attention(
                 x,
                 memory,
@@ -215,12 +148,12 @@ class DecoderLayer(keras.layers.Layer):
                 training=training,
                 cache=cross_cache,
             )[:2]
-            x = add_norm(self, self.cross_attention_norm, residual, x, training)
+            x = self.add_norm(self.cross_attention_norm, residual, x, training)
         # Position-wise feed-forward
         residual = x
-        x = pre_norm(self, self.feed_forward_norm, x)
+        x = self.pre_norm(self.feed_forward_norm, x)
         x = self.feed_forward(x, training=training)
-        x = add_norm(self, self.feed_forward_norm, residual, x, training)
+        x = self.add_norm(self.feed_forward_norm, residual, x, training)
 
         results = (x,)
         if return_attention_scores:
@@ -243,26 +176,6 @@ class DecoderLayer(keras.layers.Layer):
     def empty_self_cache(self, batch_size, max_length):
         """Zero self-attention keys and values for `max_length` positions."""
         return self.self_attention.empty_cache(batch_size, max_length)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            num_heads=self.num_heads,
-            d_ff=self.d_ff,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
-            activation=self.activation,
-            norm_first=self.norm_first,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-            bias_initializer=keras.initializers.serialize(self.bias_initializer),
-            sliding_window=self.sliding_window,
-            key_dim=self.key_dim,
-        )
-        return config
-
-    def compute_output_spec(self, *args, **kwargs):
-        return keras.Operation.compute_output_spec(self, *args, **kwargs)
 
     def compute_output_shape(self, x_shape, memory_shape=None):
         return x_shape

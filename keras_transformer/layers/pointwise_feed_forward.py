@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_transformer.layers.residual import dense
+from keras_transformer.layers.initializers import clone_initializer
 from keras_transformer.validation import check_positive_int, check_rate
 
 
@@ -11,21 +11,16 @@ class PointwiseFeedForward(keras.layers.Layer):
     """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied at every position.
 
     As the paper puts it, "two convolutions with kernel size 1": two `Conv1D`
-    layers, `d_model -> d_ff -> d_model`, hold the weights (`inner`,
-    `outer`). A kernel-1 convolution over `(B, T, D)` is exactly one
-    `(B * T, D) x (D, d_ff)` matmul, and `call` computes it that way: with
-    TensorFlow's default CPU kernels on an AVX2 machine the convolutions made
-    a whole training step 1.4x slower than the same step with matmuls
-    (under oneDNN the two tie; docs/benchmarks.md). Calling
-    `inner` and `outer` gives the same values (tested). Positions never mix,
-    so the layer's Keras mask is passed on unchanged.
+    sublayers, `inner` (`d_model -> d_ff`, with the activation) and `outer`
+    (`d_ff -> d_model`), each with its own copy of the initializers.
+    Positions never mix, so the layer's Keras mask is passed on unchanged.
 
     Args:
         d_ff: inner size (2048 in the base model).
         dropout: dropout rate after the activation.
         activation: activation of the inner layer.
-        kernel_initializer: initializer of both kernels.
-        bias_initializer: initializer of both biases.
+        kernel_initializer: initializer of both kernels (a copy for each).
+        bias_initializer: initializer of both biases (a copy for each).
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -77,8 +72,8 @@ class PointwiseFeedForward(keras.layers.Layer):
             1,
             activation=self.activation,
             name="inner",
-            kernel_initializer=self.kernel_initializer,
-            bias_initializer=self.bias_initializer,
+            kernel_initializer=clone_initializer(self.kernel_initializer, "inner"),
+            bias_initializer=clone_initializer(self.bias_initializer, "inner"),
             dtype=self.dtype_policy,
         )
         self.inner.build(input_shape)
@@ -89,17 +84,19 @@ class PointwiseFeedForward(keras.layers.Layer):
             d_model,
             1,
             name="outer",
-            kernel_initializer=self.kernel_initializer,
-            bias_initializer=self.bias_initializer,
+            kernel_initializer=clone_initializer(self.kernel_initializer, "outer"),
+            bias_initializer=clone_initializer(self.bias_initializer, "outer"),
             dtype=self.dtype_policy,
         )
         self.outer.build((*input_shape[:-1], self.d_ff))
+        # A kernel-1 convolution never mixes positions: the padding mask
+        # passes through both unchanged.
+        self.inner.supports_masking = self.outer.supports_masking = True
 
     def call(self, x, training=None):
-        # Each kernel-1 convolution as a matmul on its own (1, C_in, C_out) kernel.
-        h = dense(x, self.inner.kernel[0], self.inner.bias, 1)  # (B, T, d_ff)
-        h = self.inner_dropout(self.inner.activation(h), training=training)
-        return dense(h, self.outer.kernel[0], self.outer.bias, 1)  # (B, T, D)
+        h = self.inner(x)  # (B, T, d_ff), activated
+        h = self.inner_dropout(h, training=training)
+        return self.outer(h)  # (B, T, D)
 
     def get_config(self):
         config = super().get_config()

@@ -1,0 +1,156 @@
+"""What the layers of the encoder and decoder stacks share, section 3.1."""
+
+import keras
+
+from keras_transformer.layers.initializers import clone_initializer
+from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+from keras_transformer.layers.pointwise_feed_forward import PointwiseFeedForward
+from keras_transformer.validation import check_positive_int, check_rate
+
+
+class TransformerLayer(keras.layers.Layer):
+    """Base of `EncoderLayer` and `DecoderLayer`: residual sublayers.
+
+    Each sublayer's output is `LayerNorm(x + Dropout(Sublayer(x)))` (post-LN,
+    as in the paper) or, with `norm_first=True`,
+    `x + Dropout(Sublayer(LayerNorm(x)))` (pre-LN, which trains more stably
+    in deep stacks). Subclasses build their sublayers with `make_attention`,
+    `make_feed_forward` and `make_norm`, and compose them in `call` with `pre_norm`
+    and `add_norm`; every sublayer gets its own copy of the initializers.
+
+    Args:
+        num_heads: attention heads `h`.
+        d_ff: inner size of the feed-forward network.
+        dropout: residual dropout rate `P_drop` (0.1 in the base model).
+        attention_dropout: dropout rate on the attention weights.
+        activation: activation of the feed-forward network.
+        norm_first: pre-LN instead of the paper's post-LN.
+        layer_norm_epsilon: epsilon of the layer normalizations.
+        kernel_initializer: initializer of the attention projections' and
+            the feed-forward network's kernels (a copy for each).
+        bias_initializer: initializer of their biases (a copy for each).
+        sliding_window: restricted self-attention (Table 1): each position
+            attends only to positions less than `sliding_window` away.
+        key_dim: d_k = d_v, the size of each attention head; default
+            `d_model // num_heads` (Table 3, row B varies it alone).
+        **kwargs: passed to `keras.layers.Layer`.
+
+    References:
+        Vaswani et al. 2017, "Attention Is All You Need", sections 3.1, 5.4.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        d_ff,
+        dropout=0.1,
+        attention_dropout=0.0,
+        activation="relu",
+        norm_first=False,
+        layer_norm_epsilon=1e-6,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        sliding_window=None,
+        key_dim=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("num_heads", num_heads)
+        check_positive_int("d_ff", d_ff)
+        check_rate("dropout", dropout)
+        check_rate("attention_dropout", attention_dropout)
+        if sliding_window is not None:
+            check_positive_int("sliding_window", sliding_window)
+        if key_dim is not None:
+            check_positive_int("key_dim", key_dim)
+        self.num_heads = num_heads
+        self.d_ff = d_ff
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation = activation
+        self.norm_first = norm_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.sliding_window = sliding_window
+        self.key_dim = key_dim
+        self.supports_masking = True
+
+    def make_attention(self, name, query_shape, value_shape, sliding_window=None):
+        """A built `MultiHeadAttention` sublayer called `name`."""
+        d_model = query_shape[-1]
+        key_dim = self.key_dim
+        if key_dim is None:
+            if d_model % self.num_heads:
+                raise ValueError(
+                    "d_model must be divisible by num_heads. "
+                    f"Received: d_model={d_model}, num_heads={self.num_heads}"
+                )
+            key_dim = d_model // self.num_heads
+        layer = MultiHeadAttention(
+            self.num_heads,
+            key_dim=key_dim,
+            dropout=self.attention_dropout,
+            sliding_window=sliding_window,
+            kernel_initializer=clone_initializer(self.kernel_initializer, name),
+            bias_initializer=clone_initializer(self.bias_initializer, name),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+        layer.build(query_shape, value_shape)
+        return layer
+
+    def make_feed_forward(self, input_shape):
+        """The built `PointwiseFeedForward` sublayer, `feed_forward`."""
+        layer = PointwiseFeedForward(
+            self.d_ff,
+            activation=self.activation,
+            kernel_initializer=clone_initializer(self.kernel_initializer, "ffn"),
+            bias_initializer=clone_initializer(self.bias_initializer, "ffn"),
+            dtype=self.dtype_policy,
+            name="feed_forward",
+        )
+        layer.build(input_shape)
+        return layer
+
+    def make_norm(self, name, input_shape):
+        """A built `LayerNormalization` sublayer called `name`."""
+        layer = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        )
+        layer.build(input_shape)
+        return layer
+
+    def make_dropout(self, name):
+        """A `Dropout` sublayer called `name`, at rate `dropout`."""
+        return keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name=name)
+
+    def pre_norm(self, norm, x):
+        """Pre-LN normalizes the sublayer's input; post-LN leaves it."""
+        return norm(x) if self.norm_first else x
+
+    def add_norm(self, norm, residual, x, training):
+        """Dropout, residual add and, for post-LN, LayerNorm(x + Sublayer(x))."""
+        x = residual + self.residual_dropout(x, training=training)
+        return x if self.norm_first else norm(x)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_heads=self.num_heads,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            activation=self.activation,
+            norm_first=self.norm_first,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            bias_initializer=keras.initializers.serialize(self.bias_initializer),
+            sliding_window=self.sliding_window,
+            key_dim=self.key_dim,
+        )
+        return config
+
+    def compute_output_spec(self, *args, **kwargs):
+        # Trace `call`: the optional attention scores have their own shapes.
+        return keras.Operation.compute_output_spec(self, *args, **kwargs)
