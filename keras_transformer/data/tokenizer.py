@@ -14,13 +14,10 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 import tqdm
 
-logger = logging.getLogger(__name__)
+# The reserved ids (keras_transformer.token_ids), also importable from here.
+from keras_transformer.token_ids import END_ID, PAD_ID, START_ID, UNK_ID  # noqa: F401
 
-# Reserved ids, see docs/design.md.
-PAD_ID = 0
-UNK_ID = 1
-START_ID = 2
-END_ID = 3
+logger = logging.getLogger(__name__)
 
 MODEL_FILENAME = "tokenizer.model"
 

@@ -16,7 +16,6 @@ from keras_transformer.decoding.search_utils import (
     check_max_length,
     check_source_ids,
     compacted,
-    default_compact,
     ensure_built,
     keep_shapes,
     output_limits,
@@ -59,7 +58,7 @@ def beam_search(
     max_length: int | None = None,
     use_cache: bool = True,
     return_attention_scores: bool = False,
-    compact: bool | None = None,
+    compact: bool = True,
 ) -> dict[str, Any]:
     """Translates a batch with beam search (beam 4, alpha 0.6 in the paper).
 
@@ -81,10 +80,11 @@ def beam_search(
     The encoder runs once per sentence; its output is tiled per beam here,
     and the cross-attention keys and values are computed once from it. The
     self-attention caches follow their hypotheses by parent index. The loop
-    is a `tf.while_loop`: call it eagerly or inside `tf.function`. Outside
-    XLA, sentences that are done leave the running batch and the
+    is a `tf.while_loop`: call it eagerly or inside `tf.function`. By
+    default sentences that are done leave the running batch and the
     self-attention cache grows as the outputs do (`compact`); inside
-    `tf.function(jit_compile=True)` every shape is fixed instead.
+    `tf.function(jit_compile=True)` pass `compact=False`: XLA needs every
+    shape fixed.
 
     `beam_size` and `alpha` may be scalar tensors (outside XLA), so one
     traced function serves every setting, as in an exported `Translator`.
@@ -106,8 +106,8 @@ def beam_search(
             for the chosen hypothesis (one teacher-forced pass over it, which
             gives the same weights as the search's own steps).
         compact: drop sentences that are done from the running batch and
-            grow the cache as needed (same outputs, less work); by default
-            on, except under XLA, which needs fixed shapes.
+            grow the cache as needed (same outputs, less work); `False`
+            under XLA, which needs fixed shapes.
 
     Returns:
         A dict with
@@ -133,8 +133,9 @@ def beam_search(
     ...                   max_length=6)
     >>> tuple(out["ids"].shape), tuple(out["scores"].shape)
     ((2, 6), (2,))
-    >>> search = tf.function(lambda ids: beam_search(model, ids, max_length=6),
-    ...                      jit_compile=True)
+    >>> search = tf.function(
+    ...     lambda ids: beam_search(model, ids, max_length=6, compact=False),
+    ...     jit_compile=True)
     >>> tuple(search(tf.constant([[5, 6, 3]]))["lengths"].shape)
     (1,)
 
@@ -145,7 +146,6 @@ def beam_search(
     beam_size, alpha = _check_settings(beam_size, alpha)
     source_ids = check_source_ids(source_ids)
     max_length = check_max_length(model, max_length)
-    compact = default_compact(compact)
     k = beam_size
     ensure_built(model)
     with tf.name_scope("encoder"):

@@ -24,10 +24,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-PAD_ID = 0
-UNK_ID = 1
-START_ID = 2
-END_ID = 3
+from keras_transformer.token_ids import END_ID, PAD_ID, START_ID, UNK_ID  # noqa: F401
 
 EXTRA_LENGTH = 50
 """Output may be this many tokens longer than the input (paper, section 6.1)."""
@@ -412,15 +409,6 @@ def compacted(tensors: Any, rows: tf.Tensor) -> Any:
 def write_rows(buffer: tf.Tensor, index: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
     """`buffer[index] = rows`: results of sentences that leave the batch."""
     return tf.tensor_scatter_nd_update(buffer, index[:, None], rows)
-
-
-def default_compact(compact: bool | None) -> bool:
-    """`compact`, or by default whether shapes may change here (not in XLA)."""
-    if compact is not None:
-        return compact
-    from keras_transformer.xla import in_xla_context
-
-    return not in_xla_context()
 
 
 def attention_of(

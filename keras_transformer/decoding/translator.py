@@ -294,6 +294,7 @@ class Translator(tf.Module):
             alpha=alpha,
             max_length=self.max_length,
             use_cache=self.use_cache,
+            compact=not self.jit_compile,  # XLA needs fixed shapes.
         )
         return result["ids"]
 

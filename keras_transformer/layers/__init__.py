@@ -21,6 +21,8 @@ from keras_transformer.layers.scaled_dot_product_attention import (
     scaled_dot_product_attention,
 )
 from keras_transformer.layers.shared_embedding import SharedEmbedding
+from keras_transformer.layers.transformer_layer import TransformerLayer
+from keras_transformer.layers.transformer_stack import TransformerStack
 
 __all__ = [
     "Decoder",
@@ -31,6 +33,8 @@ __all__ = [
     "PointwiseFeedForward",
     "PositionalEncoding",
     "SharedEmbedding",
+    "TransformerLayer",
+    "TransformerStack",
     "band_mask",
     "causal_mask",
     "merge_masks",

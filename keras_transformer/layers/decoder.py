@@ -25,24 +25,9 @@ class Decoder(TransformerStack):
     `cache_index=t` then processes the new position(s) only.
 
     Args:
-        num_layers: `N` (6 in the paper).
-        num_heads: attention heads `h`.
-        d_ff: inner size of the feed-forward networks.
-        dropout: dropout rate on the embeddings and every sublayer.
-        attention_dropout: dropout rate on the attention weights.
-        max_length: longest sequence the positional encoding covers.
-        learned_positions: learned positional embeddings instead of sinusoids.
-        activation: activation of the feed-forward networks.
-        norm_first: pre-LN instead of the paper's post-LN.
-        layer_norm_epsilon: epsilon of the layer normalizations.
-        kernel_initializer: initializer of every kernel (attention
-            projections and feed-forward).
-        bias_initializer: initializer of their biases.
-        sliding_window: restricted self-attention (Table 1): each position
-            attends only to positions less than `sliding_window` away.
-        key_dim: d_k = d_v, the size of each attention head; default
-            `d_model // num_heads` (Table 3, row B varies it alone).
-        **kwargs: passed to `keras.layers.Layer`.
+        Those of `TransformerStack`: `num_layers`, `num_heads`, `d_ff`,
+        `dropout`, `attention_dropout`, `max_length`, `learned_positions`,
+        and, for every layer, the other arguments of `TransformerLayer`.
 
     Call arguments:
         x: `(B, T, D)` target embeddings.

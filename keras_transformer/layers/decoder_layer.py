@@ -25,22 +25,11 @@ class DecoderLayer(TransformerLayer):
     uses the precomputed `cross_cache` (see `compute_cross_cache`).
 
     Args:
-        num_heads: attention heads `h`.
-        d_ff: inner size of the feed-forward network.
-        dropout: residual dropout rate `P_drop`.
-        attention_dropout: dropout rate on the attention weights.
-        activation: activation of the feed-forward network.
-        norm_first: pre-LN instead of the paper's post-LN.
-        layer_norm_epsilon: epsilon of the layer normalizations.
-        kernel_initializer: initializer of every kernel (attention
-            projections and feed-forward).
-        bias_initializer: initializer of their biases.
-        sliding_window: restricted self-attention (Table 1): each position
-            attends only to positions less than `sliding_window` away
-            (self-attention only; the cross-attention sees the whole memory).
-        key_dim: d_k = d_v, the size of each attention head; default
-            `d_model // num_heads` (Table 3, row B varies it alone).
-        **kwargs: passed to `keras.layers.Layer`.
+        Those of `TransformerLayer`: `num_heads`, `d_ff`, `dropout`,
+        `attention_dropout`, `activation`, `norm_first`,
+        `layer_norm_epsilon`, `kernel_initializer`, `bias_initializer`,
+        `sliding_window` (self-attention only; the cross-attention sees the
+        whole memory), `key_dim`, and `keras.layers.Layer`'s.
 
     Call arguments:
         x: `(B, T, D)` target embeddings.

@@ -11,24 +11,13 @@ class EncoderLayer(TransformerLayer):
 
     Each sublayer's output is `LayerNorm(x + Dropout(Sublayer(x)))` (post-LN,
     as in the paper) or, with `norm_first=True`,
-    `x + Dropout(Sublayer(LayerNorm(x)))` (pre-LN). The arguments are
-    `TransformerLayer`'s.
+    `x + Dropout(Sublayer(LayerNorm(x)))` (pre-LN).
 
     Args:
-        num_heads: attention heads `h`.
-        d_ff: inner size of the feed-forward network.
-        dropout: residual dropout rate `P_drop` (0.1 in the base model).
-        attention_dropout: dropout rate on the attention weights.
-        activation: activation of the feed-forward network.
-        norm_first: pre-LN instead of the paper's post-LN.
-        layer_norm_epsilon: epsilon of the layer normalizations.
-        kernel_initializer: initializer of every kernel (a copy for each).
-        bias_initializer: initializer of every bias (a copy for each).
-        sliding_window: restricted self-attention (Table 1): each position
-            attends only to positions less than `sliding_window` away.
-        key_dim: d_k = d_v, the size of each attention head; default
-            `d_model // num_heads` (Table 3, row B varies it alone).
-        **kwargs: passed to `keras.layers.Layer`.
+        Those of `TransformerLayer`: `num_heads`, `d_ff`, `dropout`,
+        `attention_dropout`, `activation`, `norm_first`,
+        `layer_norm_epsilon`, `kernel_initializer`, `bias_initializer`,
+        `sliding_window`, `key_dim`, and `keras.layers.Layer`'s.
 
     Call arguments:
         x: `(B, S, D)`.
