@@ -56,18 +56,19 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = _Parser(add_help=False)
-    common.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="show tracebacks, TensorFlow's logs and the library's info logs",
-    )
+    verbose = {
+        "action": "store_true",
+        "help": "show tracebacks, TensorFlow's logs and the library's info logs",
+    }
     parser = _Parser(
         prog="keras-transformer",
         description="Train, evaluate and use Transformer translation models.",
-        parents=[common],
     )
+    parser.add_argument("-v", "--verbose", **verbose)
+    # `-v` after the command too. No default there: a command's parser would
+    # overwrite the `-v` given before the command with it.
+    common = _Parser(add_help=False)
+    common.add_argument("-v", "--verbose", default=argparse.SUPPRESS, **verbose)
     parser.add_argument(
         "--version", action="version", version=f"keras-transformer {__version__}"
     )

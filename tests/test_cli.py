@@ -115,6 +115,20 @@ def test_every_option_has_help():
 
 
 @pytest.mark.parametrize(
+    ("argv", "verbose"),
+    [
+        ([], False),
+        (["demo"], False),
+        (["-v", "demo"], True),
+        (["demo", "-v"], True),
+        (["--verbose", "train", "--config", "C"], True),
+    ],
+)
+def test_verbose_before_or_after_the_command(argv, verbose):
+    assert cli.build_parser().parse_args(argv).verbose is verbose
+
+
+@pytest.mark.parametrize(
     "argv, fragments",
     [
         (["train", "--config", "C", "--steps", "0"], ["--steps", "got 0"]),
