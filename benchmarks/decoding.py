@@ -41,7 +41,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_DATA = os.path.join(REPO, "..", "shared", "data", "multi30k")
-CLI = [sys.executable, "-m", "keras_transformer.cli"]
+CLI = [sys.executable, "-m", "keras_transformer_cli"]
 ANCHORS = {  # sentences/s on 1000 test2016 sentences, 2 cores, beam 4
     "OpenNMT-py (beam 4)": "88-91",
     "CTranslate2 fp32 (beam 4)": "187",

@@ -43,7 +43,8 @@ import statistics
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-# The pooled CPU allocator, as `keras-transformer` uses it (cli.use_memory_pool).
+# The pooled CPU allocator, as `keras-transformer` sets it
+# (keras_transformer_cli.use_memory_pool).
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 import keras  # noqa: E402

@@ -2,7 +2,9 @@
 
 Each job lives in its own module of `keras_transformer.jobs`. An input error
 (a bad option, recipe, file or directory) is one line on stderr and exit
-status 2; `-v` shows the traceback too, and TensorFlow's own logs.
+status 2; `-v` shows the traceback too, and TensorFlow's own logs. The
+executable's entry point, `keras_transformer_cli.run`, sets the process's
+environment before it imports this module (and with it TensorFlow).
 """
 
 from __future__ import annotations
@@ -56,18 +58,19 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = _Parser(add_help=False)
-    common.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="show tracebacks, TensorFlow's logs and the library's info logs",
-    )
+    verbose = {
+        "action": "store_true",
+        "help": "show tracebacks, TensorFlow's logs and the library's info logs",
+    }
     parser = _Parser(
         prog="keras-transformer",
         description="Train, evaluate and use Transformer translation models.",
-        parents=[common],
     )
+    parser.add_argument("-v", "--verbose", **verbose)
+    # `-v` after the command too. No default there: a command's parser would
+    # overwrite the `-v` given before the command with it.
+    common = _Parser(add_help=False)
+    common.add_argument("-v", "--verbose", default=argparse.SUPPRESS, **verbose)
     parser.add_argument(
         "--version", action="version", version=f"keras-transformer {__version__}"
     )
@@ -191,10 +194,8 @@ def _fill_search_settings(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    use_memory_pool()
     parser = build_parser()
     args = parser.parse_args(argv)
-    _COMMAND["name"] = args.command
     if args.command is None:
         parser.print_help()
         return 2
@@ -281,7 +282,7 @@ class _Stream:
 
 
 def _run(args: argparse.Namespace) -> None:
-    # Jobs are imported late: TensorFlow's start-up logging is silenced first.
+    # Each command imports only its own job.
     if args.command in ("translate", "evaluate", "export"):
         _fill_search_settings(args)
     if args.command == "translate":
@@ -344,40 +345,6 @@ def _run(args: argparse.Namespace) -> None:
         print(f"Exported the translator to {path}")
 
 
-def run() -> None:
-    """The `keras-transformer` executable: `main`, then the process exits.
-
-    After `translate`, with its output flushed, the process leaves without
-    the interpreter's teardown: tearing TensorFlow down took 0.9 s, a sixth
-    of a one-line translation from start to end (docs/benchmarks.md).
-    """
-    code = main()
-    if _COMMAND.get("name") == "translate":
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
-
-
-_COMMAND: dict[str, str] = {}  # the command `main` last ran
-
-
-def use_memory_pool() -> None:
-    """Sets `TF_CPU_ALLOCATOR_USE_BFC=true` unless the environment sets it.
-
-    TensorFlow then keeps the memory of freed tensors in a pool for the next
-    ones instead of returning it to the system. A training step allocates
-    the same large tensors every time (the logits alone are tokens x
-    vocabulary floats), and without the pool each costs a page fault per
-    4 KiB page: an addition over 2048 x 8000 floats took 29 ms without it
-    and 6 ms with it (docs/benchmarks.md). TensorFlow reads the variable
-    when it creates its first CPU tensor, so this runs before anything
-    imports TensorFlow. The library itself sets nothing: a program that
-    imports it sets the variable itself if it wants the pool.
-    """
-    os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
-
-
 def _print_demo(result: dict, output_dir: str) -> None:
     summary, scores = result["summary"], result["scores"]
     print(
@@ -412,20 +379,9 @@ def _print_demo(result: dict, output_dir: str) -> None:
 
 def _quiet(verbose: bool) -> None:
     """Only our own messages, unless `verbose`: no TensorFlow, Keras or
-    SentencePiece chatter on stderr."""
+    SentencePiece chatter on stderr. (TensorFlow's C++ logs are silenced
+    before it is imported, by `keras_transformer_cli.run`.)"""
     if not verbose:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-        # TensorFlow's C++ start-up lines ignore TF_CPP_MIN_LOG_LEVEL: import
-        # it with the process's stderr pointed at /dev/null.
-        saved = os.dup(2)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, 2)
-            import tensorflow  # noqa: F401
-        finally:
-            os.dup2(saved, 2)
-            os.close(devnull)
-            os.close(saved)
         import absl.logging
 
         absl.logging.set_verbosity(absl.logging.ERROR)
@@ -434,7 +390,3 @@ def _quiet(verbose: bool) -> None:
     )
     # The library's own progress messages are shown either way.
     logging.getLogger("keras_transformer").setLevel(logging.INFO)
-
-
-if __name__ == "__main__":
-    run()

@@ -288,9 +288,3 @@ def _global_sum(value):
     if context is None or context.num_replicas_in_sync == 1:
         return value
     return tf.stop_gradient(context.all_reduce(tf.distribute.ReduceOp.SUM, value))
-
-
-# The package's other Keras classes, if this module was imported first.
-from keras_transformer import _import_keras_classes  # noqa: E402
-
-_import_keras_classes(done=__name__)

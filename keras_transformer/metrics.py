@@ -155,9 +155,3 @@ class Perplexity(keras.metrics.Metric):
             "name": self.name,
             "dtype": self.dtype,
         }
-
-
-# The package's other Keras classes, if this module was imported first.
-from keras_transformer import _import_keras_classes  # noqa: E402
-
-_import_keras_classes(done=__name__)

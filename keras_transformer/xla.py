@@ -91,9 +91,3 @@ def xla_compiled(function):
         return compiled()(*args) if compile_with_xla(*args) else function(*args)
 
     return call
-
-
-# The package's other Keras classes, if this module was imported first.
-from keras_transformer import _import_keras_classes  # noqa: E402
-
-_import_keras_classes(done=__name__)

@@ -4,9 +4,12 @@ Each bad input is one line on stderr, exit status 2, and leaves the files on
 disk as they were (`_snapshot` before and after).
 """
 
+import configparser
+import gc
 import gzip
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -14,6 +17,7 @@ import pytest
 import yaml
 from sacrebleu.metrics import BLEU
 
+import keras_transformer_cli
 from keras_transformer import __version__, cli
 from keras_transformer.jobs.run_dir import load_trained
 
@@ -26,7 +30,9 @@ TARGETS = [
     "vier Vögel",
     "ein Vogel",
 ]
-PYTHON = [sys.executable, "-m", "keras_transformer"]
+# The `keras-transformer` executable's entry point, as a module.
+PYTHON = [sys.executable, "-m", "keras_transformer_cli"]
+SETUP_CFG = pathlib.Path(__file__).parents[1] / "setup.cfg"
 
 
 def _write(path, lines, gz=False):
@@ -115,6 +121,20 @@ def test_every_option_has_help():
 
 
 @pytest.mark.parametrize(
+    ("argv", "verbose"),
+    [
+        ([], False),
+        (["demo"], False),
+        (["-v", "demo"], True),
+        (["demo", "-v"], True),
+        (["--verbose", "train", "--config", "C"], True),
+    ],
+)
+def test_verbose_before_or_after_the_command(argv, verbose):
+    assert cli.build_parser().parse_args(argv).verbose is verbose
+
+
+@pytest.mark.parametrize(
     "argv, fragments",
     [
         (["train", "--config", "C", "--steps", "0"], ["--steps", "got 0"]),
@@ -196,6 +216,74 @@ def test_model_directory_errors_name_what_is_wrong(tmp_path, capsys):
     _error(capsys, ["export", "--model", str(tmp_path), "--out", "x"], "corrupt")
     assert not (tmp_path / "x").exists()
     del before
+
+
+def test_the_executable_is_the_entry_package():
+    setup = configparser.ConfigParser()
+    setup.read(SETUP_CFG)
+    scripts = setup["options.entry_points"]["console_scripts"].strip()
+    assert scripts == "keras-transformer = keras_transformer_cli:run"
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"), [(None, "true"), ("false", "false"), ("true", "true")]
+)
+def test_the_command_asks_for_the_pool_unless_told_otherwise(
+    setting, expected, monkeypatch, capsys
+):
+    monkeypatch.delenv("TF_CPU_ALLOCATOR_USE_BFC", raising=False)
+    if setting is not None:
+        monkeypatch.setenv("TF_CPU_ALLOCATOR_USE_BFC", setting)
+    monkeypatch.setattr(sys, "argv", ["keras-transformer"])
+    # The process's objects are frozen before it exits; not this one's.
+    frozen = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    with pytest.raises(SystemExit) as stop:
+        keras_transformer_cli.run()  # No command: help, exit status 2.
+    assert stop.value.code == 2 and frozen
+    assert os.environ["TF_CPU_ALLOCATOR_USE_BFC"] == expected
+    assert "demo" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["-v"],
+        ["--verbose"],
+        ["-v", "train", "--config", "C"],
+        ["--verbose", "demo"],
+        ["train", "--config", "C", "-v"],
+        ["demo", "--verb"],
+        ["demo", "--seed", "-1"],
+        ["translate", "--model", "M", "--", "-v"],
+    ],
+)
+def test_the_entry_point_reads_verbose_as_the_parser_does(argv):
+    # It decides on TensorFlow's logs before the parser can be imported.
+    expected = cli.build_parser().parse_args(argv).verbose
+    assert keras_transformer_cli._verbose(argv) == expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "out", "err"),
+    [
+        (["--help"], "usage: keras-transformer", ""),
+        (["train"], "", "keras-transformer train: error: the following arguments"),
+        (["translate", "--model", "missing"], "", "Model directory not found"),
+    ],
+)
+def test_the_command_prints_no_tensorflow_logs(argv, out, err):
+    # As a user runs it: TensorFlow's log level left to the command.
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run(
+        [*PYTHON, *argv], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert result.returncode == (0 if argv == ["--help"] else 2), result.stderr
+    assert result.stdout.startswith(out)
+    # Nothing but the error line: no TensorFlow start-up lines.
+    assert len(result.stderr.splitlines()) == (1 if err else 0), result.stderr
+    assert err in result.stderr
 
 
 @pytest.fixture(scope="module")

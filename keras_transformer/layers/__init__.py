@@ -43,9 +43,3 @@ __all__ = [
     "restricted_attention",
     "scaled_dot_product_attention",
 ]
-
-
-# The package's other Keras classes, if this module was imported first.
-from keras_transformer import _import_keras_classes  # noqa: E402
-
-_import_keras_classes(done=__name__)

@@ -230,7 +230,12 @@ def fit_distributed(
     if checkpoint_every is not None:
         check_positive_int("checkpoint_every", checkpoint_every)
     strategy = strategy or tf.distribute.get_strategy()
-    if getattr(optimizer, "_distribution_strategy", strategy) is not strategy:
+    # The optimizer's variables (its step count from the start) belong to
+    # the strategy it was created under.
+    if not all(
+        strategy.extended.variable_created_in_scope(variable.value)
+        for variable in optimizer.variables
+    ):
         raise ValueError(
             "The optimizer must be created inside `strategy.scope()`, like "
             "the model. Received an optimizer created under a different "

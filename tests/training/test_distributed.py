@@ -174,13 +174,14 @@ def test_fit_distributed_argument_errors():
         fit_distributed(
             model, dataset, loss, optimizer, steps=1, checkpoint_path="model.keras"
         )
-    # Keras's optimizers keep their strategy in the private
-    # `_distribution_strategy` (no public accessor): if that changes, the
-    # check is skipped and this fails.
-    assert hasattr(optimizer, "_distribution_strategy")
     strategy = make_strategy("mirrored", devices=["/cpu:0"])
     with pytest.raises(ValueError, match="inside `strategy.scope\\(\\)`"):
         fit_distributed(model, dataset, loss, optimizer, steps=1, strategy=strategy)
+    # And the other way round: created under the strategy, run without it.
+    with strategy.scope():
+        _, mirrored_optimizer = worker.loss_and_optimizer()
+    with pytest.raises(ValueError, match="inside `strategy.scope\\(\\)`"):
+        fit_distributed(model, dataset, loss, mirrored_optimizer, steps=1)
 
 
 @pytest.mark.slow

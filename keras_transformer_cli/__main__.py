@@ -1,0 +1,5 @@
+"""`python -m keras_transformer_cli` runs the `keras-transformer` command."""
+
+from keras_transformer_cli import run
+
+run()
