@@ -1,10 +1,12 @@
-"""The `keras-transformer` command: parses arguments, runs a job.
+"""The `keras-transformer` command: runs the job its arguments name.
 
-Each job lives in its own module of `keras_transformer.jobs`. An input error
-(a bad option, recipe, file or directory) is one line on stderr and exit
-status 2; `-v` shows the traceback too, and TensorFlow's own logs. The
-executable's entry point, `keras_transformer_cli.run`, sets the process's
-environment before it imports this module (and with it TensorFlow).
+The arguments are `keras_transformer_cli.parser`'s. Each job lives in its
+own module of `keras_transformer.jobs`. An input error (a bad option,
+recipe, file or directory) is one line on stderr and exit status 2; `-v`
+shows the traceback too, and TensorFlow's own logs. The executable's entry
+point, `keras_transformer_cli.run`, parses the arguments and sets the
+process's environment before it imports this module (and with it
+TensorFlow), then calls `run_job`; `main` parses and runs in-process.
 """
 
 from __future__ import annotations
@@ -18,168 +20,9 @@ import re
 import sys
 import threading
 
-from keras_transformer import __version__
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
-
-
-def _number(text: str, allow_zero: bool) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (value >= 0 if allow_zero else value > 0):  # NaN fails both
-        bound = ">= 0" if allow_zero else "> 0"
-        raise argparse.ArgumentTypeError(f"expected a number {bound}, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    return _number(text, allow_zero=False)
-
-
-def _alpha(text: str) -> float:
-    return _number(text, allow_zero=True)
-
-
-class _Parser(argparse.ArgumentParser):
-    """Usage errors in one line (`--help` shows the usage)."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    verbose = {
-        "action": "store_true",
-        "help": "show tracebacks, TensorFlow's logs and the library's info logs",
-    }
-    parser = _Parser(
-        prog="keras-transformer",
-        description="Train, evaluate and use Transformer translation models.",
-    )
-    parser.add_argument("-v", "--verbose", **verbose)
-    # `-v` after the command too. No default there: a command's parser would
-    # overwrite the `-v` given before the command with it.
-    common = _Parser(add_help=False)
-    common.add_argument("-v", "--verbose", default=argparse.SUPPRESS, **verbose)
-    parser.add_argument(
-        "--version", action="version", version=f"keras-transformer {__version__}"
-    )
-    sub = parser.add_subparsers(
-        dest="command",
-        metavar="COMMAND",
-        title="commands",
-        parser_class=_Parser,
-        help="the job to run (COMMAND --help for its options)",
-    )
-
-    demo = sub.add_parser(
-        "demo",
-        parents=[common],
-        help="train a small model on the built-in corpus, score, save, plot",
-    )
-    demo.add_argument(
-        "--minutes",
-        type=_positive_float,
-        default=5.0,
-        help="training budget in minutes (default: 5)",
-    )
-    demo.add_argument(
-        "--output",
-        default="demo_output",
-        help="directory for the model, plots and scores (default: demo_output)",
-    )
-    demo.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
-    demo.add_argument(
-        "--overwrite", action="store_true", help="start over in a finished demo"
-    )
-
-    train = sub.add_parser(
-        "train", parents=[common], help="train from a YAML recipe (see configs/)"
-    )
-    train.add_argument("--config", required=True, help="the YAML recipe")
-    train.add_argument(
-        "--strategy",
-        choices=["default", "mirrored", "multi_worker"],
-        help="overrides training.strategy",
-    )
-    train.add_argument("--output", help="overrides output_dir")
-    train.add_argument(
-        "--minutes", type=_positive_float, help="overrides training.minutes"
-    )
-    train.add_argument("--steps", type=_positive_int, help="overrides training.steps")
-    train.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="start over in an output directory that holds a run",
-    )
-    train.add_argument(
-        "--no-evaluate",
-        action="store_true",
-        help="skip scoring the test split after training",
-    )
-
-    evaluate = sub.add_parser(
-        "evaluate",
-        parents=[common],
-        help="BLEU and chrF of a trained model on a source/reference pair",
-    )
-    evaluate.add_argument("--model", required=True, help="trained model directory")
-    evaluate.add_argument(
-        "--source", required=True, help="source sentences, one per line (.gz too)"
-    )
-    evaluate.add_argument(
-        "--reference", required=True, help="reference translations, line by line"
-    )
-    _search_arguments(evaluate)
-
-    translate = sub.add_parser(
-        "translate", parents=[common], help="translate lines from files or stdin"
-    )
-    translate.add_argument("--model", required=True, help="trained model directory")
-    translate.add_argument("files", nargs="*", help="input files (default: stdin)")
-    _search_arguments(translate)
-
-    export = sub.add_parser(
-        "export", parents=[common], help="write the string-to-string SavedModel"
-    )
-    export.add_argument("--model", required=True, help="trained model directory")
-    export.add_argument("--out", required=True, help="SavedModel directory")
-    _search_arguments(export)
-    export.add_argument(
-        "--batch-tokens",
-        type=_positive_int,
-        default=None,
-        help="source tokens per beam-search batch (default: 16384 / beam size)",
-    )
-    export.add_argument(
-        "--overwrite", action="store_true", help="replace a SavedModel at --out"
-    )
-    return parser
-
-
-def _search_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--beam",
-        type=_positive_int,
-        default=None,
-        help="beam size; 1 is greedy search (default: the model's recipe's, else 4)",
-    )
-    parser.add_argument(
-        "--alpha",
-        type=_alpha,
-        default=None,
-        help="length penalty (default: the model's recipe's, else 0.6)",
-    )
+# The parser lives in the entry package, which reads the arguments before
+# TensorFlow is imported; `build_parser` stays importable from here.
+from keras_transformer_cli.parser import build_parser
 
 
 def _fill_search_settings(args: argparse.Namespace) -> None:
@@ -194,11 +37,20 @@ def _fill_search_settings(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Parses `argv` and runs its job: the command in this process."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
+    return run_job(args)
+
+
+def run_job(args: argparse.Namespace) -> int:
+    """Runs the job of `args` (parsed by `build_parser`, with a command).
+
+    Returns the exit status: 0, or 2 after one error line on stderr.
+    """
     _quiet(args.verbose)
     from keras_transformer.config import ConfigError
 

@@ -4,10 +4,10 @@ TensorFlow reads `TF_CPP_MIN_LOG_LEVEL` when it is imported and
 `TF_CPU_ALLOCATOR_USE_BFC` when it creates its first CPU tensor, and writes
 its C++ start-up lines to stderr whatever the level. Importing any module of
 `keras_transformer` imports Keras, and with it TensorFlow (the command's
-backend), so the command's entry point is this separate package: `run` sets
-the environment, then imports `keras_transformer.cli` (which parses the
-arguments and runs the job) and calls it. `python -m keras_transformer_cli`
-runs it too.
+backend), so the command's entry point is this separate package: `run`
+parses the arguments (`keras_transformer_cli.parser`, argparse alone), sets
+the environment, then imports `keras_transformer.cli` and runs the job
+there. `python -m keras_transformer_cli` runs it too.
 """
 
 import contextlib
@@ -15,25 +15,34 @@ import gc
 import os
 import sys
 
+from keras_transformer_cli.parser import build_parser
+
 
 def run() -> None:
-    """The `keras-transformer` executable: `keras_transformer.cli.main`.
+    """The `keras-transformer` executable.
 
-    Unless `-v` is given, TensorFlow's logs are silenced (its log level and,
-    while TensorFlow is imported, the process's stderr). The process then
+    Parses the arguments first (`build_parser`, argparse alone):
+    `--help`, `--version` and usage errors answer without importing
+    TensorFlow. Unless `-v` is given, TensorFlow's logs are then silenced
+    (its log level and, while TensorFlow is imported, the process's stderr)
+    before `keras_transformer.cli` is imported to run the job. The process
     exits with the job's status, its objects frozen out of the interpreter's
     last garbage collections: over TensorFlow's objects they took about a
     second at exit, a sixth of a one-line `translate` (docs/benchmarks.md).
     """
-    argv = sys.argv[1:]
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:])
+    if args.command is None:
+        parser.print_help()
+        sys.exit(2)
     use_memory_pool()
-    if _verbose(argv):
+    if args.verbose:
         from keras_transformer import cli
     else:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         with _stderr_to_devnull():
             from keras_transformer import cli
-    code = cli.main(argv)
+    code = cli.run_job(args)
     gc.freeze()
     sys.exit(code)
 
@@ -50,24 +59,6 @@ def use_memory_pool() -> None:
     a program that imports it sets the variable itself if it wants the pool.
     """
     os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
-
-
-def _verbose(argv: list[str]) -> bool:
-    """Whether `argv` holds the `-v` / `--verbose` of `cli.build_parser`.
-
-    Read as argparse reads it, before the parser can be imported: anywhere
-    before `--`, `--verbose` abbreviated down to `--verb` (shorter is
-    ambiguous with `--version`), `-v` among other short flags.
-    """
-    for arg in argv:
-        if arg == "--":
-            return False
-        if arg.startswith("--"):
-            if len(arg) >= len("--verb") and "--verbose".startswith(arg):
-                return True
-        elif arg.startswith("-") and "v" in arg and set(arg[1:]) <= {"v", "h"}:
-            return True
-    return False
 
 
 @contextlib.contextmanager

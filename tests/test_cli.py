@@ -20,6 +20,7 @@ from sacrebleu.metrics import BLEU
 import keras_transformer_cli
 from keras_transformer import __version__, cli
 from keras_transformer.jobs.run_dir import load_trained
+from keras_transformer_cli import parser as cli_parser
 
 SOURCES = ["one cat", "two cats", "three dogs", "a dog", "four birds", "one bird"]
 TARGETS = [
@@ -112,8 +113,21 @@ def test_version(capsys):
     assert capsys.readouterr().out.strip() == f"keras-transformer {__version__}"
 
 
+def test_the_version_is_the_installed_distributions():
+    # Read without importing the library: the distribution setup.cfg names.
+    setup = configparser.ConfigParser()
+    setup.read(SETUP_CFG)
+    assert cli_parser.DISTRIBUTION == setup["metadata"]["name"]
+    assert cli_parser.version() == __version__
+
+
+def test_the_version_of_an_uninstalled_copy(monkeypatch):
+    monkeypatch.setattr(cli_parser, "DISTRIBUTION", "no-such-distribution")
+    assert cli_parser.version() == "(version unknown: not installed)"
+
+
 def test_every_option_has_help():
-    parser = cli.build_parser()
+    parser = cli_parser.build_parser()
     commands = parser._subparsers._group_actions[0].choices  # argparse has no API
     for name, command in {"": parser, **commands}.items():
         for action in command._actions:
@@ -131,7 +145,7 @@ def test_every_option_has_help():
     ],
 )
 def test_verbose_before_or_after_the_command(argv, verbose):
-    assert cli.build_parser().parse_args(argv).verbose is verbose
+    assert cli_parser.build_parser().parse_args(argv).verbose is verbose
 
 
 @pytest.mark.parametrize(
@@ -225,44 +239,83 @@ def test_the_executable_is_the_entry_package():
     assert scripts == "keras-transformer = keras_transformer_cli:run"
 
 
-@pytest.mark.parametrize(
-    ("setting", "expected"), [(None, "true"), ("false", "false"), ("true", "true")]
-)
-def test_the_command_asks_for_the_pool_unless_told_otherwise(
-    setting, expected, monkeypatch, capsys
-):
-    monkeypatch.delenv("TF_CPU_ALLOCATOR_USE_BFC", raising=False)
-    if setting is not None:
-        monkeypatch.setenv("TF_CPU_ALLOCATOR_USE_BFC", setting)
-    monkeypatch.setattr(sys, "argv", ["keras-transformer"])
+def _run_entry_point(monkeypatch, argv):
+    """`keras_transformer_cli.run` in this process; its exit status."""
+    monkeypatch.setattr(sys, "argv", ["keras-transformer", *argv])
     # The process's objects are frozen before it exits; not this one's.
     frozen = []
     monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
     with pytest.raises(SystemExit) as stop:
-        keras_transformer_cli.run()  # No command: help, exit status 2.
-    assert stop.value.code == 2 and frozen
-    assert os.environ["TF_CPU_ALLOCATOR_USE_BFC"] == expected
-    assert "demo" in capsys.readouterr().out
+        keras_transformer_cli.run()
+    assert frozen
+    return stop.value.code
 
 
 @pytest.mark.parametrize(
-    "argv",
+    ("setting", "expected"), [(None, "true"), ("false", "false"), ("true", "true")]
+)
+def test_the_command_asks_for_the_pool_unless_told_otherwise(
+    setting, expected, monkeypatch, capsys, tmp_path
+):
+    monkeypatch.delenv("TF_CPU_ALLOCATOR_USE_BFC", raising=False)
+    if setting is not None:
+        monkeypatch.setenv("TF_CPU_ALLOCATOR_USE_BFC", setting)
+    argv = ["translate", "--model", str(tmp_path / "none")]
+    assert _run_entry_point(monkeypatch, argv) == 2
+    assert os.environ["TF_CPU_ALLOCATOR_USE_BFC"] == expected
+    assert "Model directory not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "level"),
     [
-        [],
-        ["-v"],
-        ["--verbose"],
-        ["-v", "train", "--config", "C"],
-        ["--verbose", "demo"],
-        ["train", "--config", "C", "-v"],
-        ["demo", "--verb"],
-        ["demo", "--seed", "-1"],
-        ["translate", "--model", "M", "--", "-v"],
+        ([], "3"),
+        (["-v"], None),
+        (["--verb"], None),
+        (["--", "-v"], "3"),  # A file named `-v`.
     ],
 )
-def test_the_entry_point_reads_verbose_as_the_parser_does(argv):
-    # It decides on TensorFlow's logs before the parser can be imported.
-    expected = cli.build_parser().parse_args(argv).verbose
-    assert keras_transformer_cli._verbose(argv) == expected
+def test_the_entry_point_silences_tensorflow_unless_verbose(
+    argv, level, monkeypatch, capsys, tmp_path
+):
+    # As the parser reads `-v`: TensorFlow's log level is set before its import.
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    model = ["translate", "--model", str(tmp_path / "none")]
+    assert _run_entry_point(monkeypatch, [*model, *argv]) == 2
+    assert os.environ.get("TF_CPP_MIN_LOG_LEVEL") == level
+    assert "keras-transformer translate: error: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "status", "out"),
+    [
+        (["--help"], 0, "usage: keras-transformer"),
+        (["translate", "--help"], 0, "usage: keras-transformer translate"),
+        (["--version"], 0, f"keras-transformer {__version__}"),
+        ([], 2, "usage: keras-transformer"),
+        (["train"], 2, ""),
+        (["-v", "translate", "--beam", "0"], 2, ""),
+    ],
+)
+def test_help_version_and_usage_errors_import_no_tensorflow(argv, status, out):
+    # Answered by the entry package's parser alone: no Keras, no TensorFlow.
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", *PYTHON[1:], *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == status, result.stderr[-3000:]
+    assert result.stdout.startswith(out)
+    imported = {
+        line.rsplit("|", 1)[1].strip().split(".")[0]
+        for line in result.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    assert "keras_transformer_cli" in imported
+    assert not imported & {"tensorflow", "keras", "keras_transformer"}
+    errors = [line for line in result.stderr.splitlines() if "import time" not in line]
+    assert len(errors) == (1 if status == 2 and not out else 0), errors
 
 
 @pytest.mark.parametrize(
