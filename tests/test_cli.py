@@ -378,7 +378,7 @@ def test_train_is_quiet_and_writes_the_whole_run(trained):
     sources = SOURCES * 4
     hypotheses = [t.decode() for t in translator(tf.constant(sources)).numpy()]
     bleu = BLEU().corpus_score(hypotheses, [TARGETS * 4]).score
-    assert scores["bleu"] == pytest.approx(bleu, abs=1e-9)
+    assert scores["bleu"] == round(bleu, 2)  # Scores are reported to 2 decimals.
     # A snapshot is a model directory of its own, taken after step 1.
     snapshot = out / "snapshots" / "minute_0.0001"
     assert json.loads((snapshot / "snapshot.json").read_text())["step"] == 1
