@@ -18,10 +18,11 @@ can reach a larger share of the machine's peak than
 with `peak` the fastest matmul rate seen in the run (the 2048^3 matmul at
 the start and end, and every matmul timed).
 
-Then it times the rest of the work the model requires, each piece alone at
-the library's fastest implementation (forward and backward): the heads'
-attention (score products and softmax, compiled by XLA), the loss over the
-vocabulary, the dropouts, the layer normalizations and the optimizer
+Then it times the rest of the work the model requires, each piece alone
+at the library's fastest implementation (forward and backward): the
+heads' attention (score products and softmax,
+`keras.ops.dot_product_attention` as the layer runs it), the loss over
+the vocabulary, the dropouts, the layer normalizations and the optimizer
 update (of the matmul weights). Added to the matmuls, that is what the
 step's required work takes run piece by piece, as a share of the 2048^3
 matmul's rate (the peak `training.py` reports against). A step also has
@@ -50,7 +51,6 @@ os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_transformer.layers.multi_head_attention import _compiled_attend  # noqa: E402
 from keras_transformer.losses import _compiled_cross_entropy  # noqa: E402
 
 
@@ -58,10 +58,9 @@ def shapes(vocab, d_model, d_ff, layers):
     """(name, in, out, count) of every weight matrix multiplying each token."""
     d = d_model
     return [
-        ("self-attention Q,K,V (fused)", d, 3 * d, 2 * layers),
+        ("self-attention Q, K, V", d, d, 3 * 2 * layers),
         ("attention output", d, d, 3 * layers),
-        ("cross-attention Q", d, d, layers),
-        ("cross-attention K,V (fused)", d, 2 * d, layers),
+        ("cross-attention Q, K, V", d, d, 3 * layers),
         ("feed-forward inner", d, d_ff, 2 * layers),
         ("feed-forward outer", d_ff, d, 2 * layers),
         ("softmax (tied embedding)", d, vocab, 1),
@@ -114,7 +113,10 @@ def other_work(args):
     norm.build(x.shape)
     logits = tf.random.normal((args.tokens, args.vocab))
     ids = tf.random.uniform((args.tokens,), maxval=args.vocab, dtype="int32")
-    attend = _with_gradient(lambda q, mask: _compiled_attend(q, q, q, mask))
+    # The heads' attention as `MultiHeadAttention` runs it (Keras's layer).
+    attend = _with_gradient(
+        lambda q, mask: keras.ops.dot_product_attention(q, q, q, mask=mask)
+    )
     work = [
         ("attention, padding mask", 2 * layers, attend, q, full),
         ("attention, causal mask", layers, attend, q, full & causal),

@@ -16,7 +16,6 @@ from keras_transformer.layers.positional_encoding import (
     PositionalEncoding,
     positional_encoding,
 )
-from keras_transformer.layers.restricted_attention import restricted_attention
 from keras_transformer.layers.scaled_dot_product_attention import (
     scaled_dot_product_attention,
 )
@@ -40,6 +39,5 @@ __all__ = [
     "merge_masks",
     "padding_mask",
     "positional_encoding",
-    "restricted_attention",
     "scaled_dot_product_attention",
 ]

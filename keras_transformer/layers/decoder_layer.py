@@ -1,9 +1,7 @@
 """One layer of the decoder stack, section 3.1 of the paper."""
 
 import keras
-from keras import ops
 
-from keras_transformer.layers.masking import causal_mask
 from keras_transformer.layers.transformer_layer import TransformerLayer
 
 
@@ -39,7 +37,7 @@ class DecoderLayer(TransformerLayer):
         memory_mask: `(B, S)` source padding mask; defaults to `memory`'s
             Keras mask.
         cache: `(self_cache, cross_cache)`, each a `(keys, values)` pair of
-            `(B, H, L, K)` tensors, or `None`.
+            `(B, L, H, K)` tensors, or `None`.
         cache_index: position of `x[:, 0]` when decoding with `cache`.
         training: whether dropout is active.
         return_attention_scores: also return the self `(B, H, T, T)` and
@@ -96,47 +94,37 @@ class DecoderLayer(TransformerLayer):
         # Masked multi-head self-attention
         residual = x
         x = self.pre_norm(self.self_attention_norm, x)
-        if cache is None:
-            self_out = self.self_attention(
-                x,
-                x,
-                value_mask=x_mask,
-                use_causal_mask=True,
-                return_attention_scores=return_attention_scores,
-                training=training,
-            )
-            # Scores only when asked: without them a long restricted layer
-            # computes only its band (MultiHeadAttention, sliding_window).
-            if not return_attention_scores:
-                self_out = (self_out, None)
-        else:
-            # Attend to cached slots 0 .. cache_index + t only.
-            allowed = causal_mask(
-                ops.shape(x)[1], ops.shape(self_cache[0])[2], query_offset=cache_index
-            )
-            self_out = self.self_attention(
-                x,
-                x,
-                attention_mask=allowed,
-                return_attention_scores=True,
-                training=training,
-                cache=self_cache,
-                cache_update_index=cache_index,
-            )
-        x, self_scores = self_out[0], self_out[1]
+        # With a cache, `x` is position `cache_index` on: its keys and values
+        # go into the cache, and the causal mask counts from there.
+        out = self.self_attention(
+            x,
+            x,
+            value_mask=x_mask,
+            use_causal_mask=True,
+            return_attention_scores=return_attention_scores,
+            training=training,
+            cache=self_cache,
+            cache_update_index=cache_index,
+        )
+        out = out if isinstance(out, (tuple, list)) else (out,)
+        x, self_scores = out[0], out[1] if return_attention_scores else None
+        if cache is not None:
+            self_cache = out[-1]
         x = self.add_norm(self.self_attention_norm, residual, x, training)
         # Multi-head encoder-decoder attention
         if self.cross_attention is not None:
             residual = x
             x = self.pre_norm(self.cross_attention_norm, x)
-            x, cross_scores = self.cross_attention(
+            out = self.cross_attention(
                 x,
                 memory,
                 value_mask=memory_mask,
-                return_attention_scores=True,
+                return_attention_scores=return_attention_scores,
                 training=training,
                 cache=cross_cache,
-            )[:2]
+            )
+            out = out if isinstance(out, (tuple, list)) else (out,)
+            x, cross_scores = out[0], out[1] if return_attention_scores else None
             x = self.add_norm(self.cross_attention_norm, residual, x, training)
         # Position-wise feed-forward
         residual = x
@@ -150,7 +138,7 @@ class DecoderLayer(TransformerLayer):
             if self.cross_attention is not None:
                 results += (cross_scores,)
         if cache is not None:
-            results += ((self_out[2], cross_cache),)
+            results += ((self_cache, cross_cache),)
         return results[0] if len(results) == 1 else results
 
     def compute_cross_cache(self, memory):

@@ -72,7 +72,12 @@ def test_explicit_mask_equals_keras_mask():
     encoder = make_encoder()
     x = embedding(IDS)
     explicit = encoder(strip_mask(x), mask=IDS != 0)
-    np.testing.assert_allclose(np.asarray(explicit), np.asarray(encoder(x)), atol=1e-6)
+    # At the real positions: Keras's attention masks padded queries only by
+    # their Keras mask, and outputs there mean nothing.
+    real = IDS != 0
+    np.testing.assert_allclose(
+        np.asarray(explicit)[real], np.asarray(encoder(x))[real], atol=1e-6
+    )
 
 
 def test_sequential_classifier_fits_and_keeps_the_mask():
@@ -122,17 +127,3 @@ def test_rejects_bad_hyperparameters(name, value):
 def test_rejects_d_model_not_divisible_by_num_heads():
     with pytest.raises(ValueError, match=re.escape("d_model=8, num_heads=3")):
         make_encoder(num_heads=3)(np.zeros((1, 3, 8), "float32"))
-
-
-def test_long_restricted_stack_without_scores_computes_the_same():
-    # Without scores, a long input (>= 32 windows) runs the blocked
-    # restricted attention; asking for scores runs the masked full path.
-    encoder = Encoder(num_layers=2, num_heads=2, d_ff=16, sliding_window=2)
-    x = np.random.default_rng(0).normal(size=(2, 70, 8)).astype("float32")
-    mask = np.ones((2, 70), bool)
-    mask[1, 50:] = False
-    blocked = encoder(x, mask=mask)
-    full, _ = encoder(x, mask=mask, return_attention_scores=True)
-    np.testing.assert_allclose(
-        np.asarray(blocked)[mask], np.asarray(full)[mask], atol=1e-5
-    )
