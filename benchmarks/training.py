@@ -25,10 +25,8 @@ Usage (from the repository root):
     .venv/bin/python benchmarks/training.py --json training.json
 
 `--variants` picks what to run (e.g. `ours ours-xla hub hub-xla`;
-`ours-conv-ffn` runs the kernel-1 convolutions as oneDNN convolutions
-instead of the matmuls `PointwiseFeedForward` computes them with;
-`ours-plain` runs attention and the loss as plain TensorFlow ops instead
-of compiling them with XLA as training calls do; `ours-plain-loss` computes
+`-xla` compiles the whole step with XLA, `model.compile(jit_compile=True)`;
+`ours-plain-loss` computes
 the label-smoothed loss through `log_softmax` and automatic differentiation
 instead of the one-pass custom gradient); every variant trains with
 `keras.optimizers.Adam`;
@@ -54,16 +52,12 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_transformer import xla  # noqa: E402
-from keras_transformer.layers import PointwiseFeedForward  # noqa: E402
 from keras_transformer.losses import MaskedCrossEntropy  # noqa: E402
 from keras_transformer.models import Transformer  # noqa: E402
 
 VARIANTS = (
     "ours",
     "ours-xla",
-    "ours-conv-ffn",
-    "ours-plain",
     "ours-plain-loss",
     "hub",
     "hub-xla",
@@ -104,13 +98,6 @@ def ours(args):
         max_length=max(args.length, 32),
     )
     return model, MaskedCrossEntropy(label_smoothing=0.1)
-
-
-def _conv_ffn_call(self, x, training=None):
-    """The kernel-1 convolutions run as `Conv1D` layers (oneDNN convolution)."""
-    h = self.inner(x)
-    h = self.inner_dropout(h, training=training)
-    return self.outer(h)
 
 
 def hub(args):
@@ -177,15 +164,6 @@ def time_steps(variant, model, data, steps) -> float:
 
 @contextlib.contextmanager
 def _patched(variant):
-    # "ours-conv-ffn": the design card's kernel-1 Conv1D run as a convolution
-    # (what PointwiseFeedForward did before computing it as a matmul).
-    # "ours-plain": attention and loss as plain ops, not compiled by XLA.
-    matmul_call = PointwiseFeedForward.call
-    if variant == "ours-conv-ffn":
-        PointwiseFeedForward.call = _conv_ffn_call
-    compile_with_xla = xla.compile_with_xla
-    if variant == "ours-plain":
-        xla.compile_with_xla = lambda *args: False
     # "ours-plain-loss": the label-smoothed loss through log_softmax and
     # automatic differentiation, not the one-pass custom gradient.
     token_losses = MaskedCrossEntropy._token_losses
@@ -194,8 +172,6 @@ def _patched(variant):
     try:
         yield
     finally:
-        PointwiseFeedForward.call = matmul_call
-        xla.compile_with_xla = compile_with_xla
         MaskedCrossEntropy._token_losses = token_losses
 
 

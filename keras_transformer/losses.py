@@ -3,8 +3,6 @@
 import keras
 from keras import ops
 
-from keras_transformer.xla import xla_compiled
-
 _REDUCTIONS = ("sum_over_batch_size", "sum", "none", None)
 
 
@@ -182,16 +180,14 @@ def _fused_token_losses(y_true, logits, label_smoothing: float, pad_id: int):
 
     At a vocabulary of thousands the softmax over the logits is most of the
     cost; `_cross_entropy` computes it once, for the loss and its gradient
-    together. In steps traced with static shapes it runs compiled by XLA,
-    faster on CPU (docs/benchmarks.md); elsewhere it is plain ops
-    (`keras_transformer.xla`).
+    together.
     """
     if keras.backend.backend() != "tensorflow":
         log_probs = ops.log_softmax(logits, axis=-1)
         return _smoothed_cross_entropy(y_true, log_probs, label_smoothing, pad_id)
     # Padding ids need not be valid indices; their losses are zeroed later.
     ids = ops.where(ops.equal(y_true, pad_id), 0, y_true)
-    return _compiled_cross_entropy(ids, logits, label_smoothing)
+    return _cross_entropy(ids, logits, label_smoothing)
 
 
 def _smoothed_cross_entropy(y_true, log_probs, label_smoothing, pad_id):
@@ -239,9 +235,6 @@ def _cross_entropy(ids, logits, label_smoothing):
         return losses, lambda upstream: gradient * upstream[..., None]
 
     return token_losses(logits)
-
-
-_compiled_cross_entropy = xla_compiled(_cross_entropy)
 
 
 def _log_probabilities(y_pred, from_logits: bool):

@@ -98,7 +98,6 @@ CLASSES += ("TransformerSchedule",)
 @pytest.mark.parametrize(
     "first",
     [
-        "keras_transformer.xla",
         "keras_transformer.layers",
         "keras_transformer.models",
         "keras_transformer.metrics",

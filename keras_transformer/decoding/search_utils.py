@@ -7,8 +7,8 @@ methods:
 
 - `encode(source_ids) -> (memory (B, S, D), source_mask (B, S))`;
 - `decode(target_ids, memory, source_mask, cache=None, cache_index=None,
-  return_attention_scores=False)` -> logits `(B, T, V)` (then the scores if
-  asked, then the updated cache when `cache` is given);
+  return_attention_scores=False)` -> logits `(B, T, V)`; `(logits, scores)`
+  when asked for the scores, `(logits, updated cache)` when given a cache;
 - `init_cache(memory, max_length)` -> a list with one `(self_cache,
   cross_cache)` pair per decoder layer, every tensor batch-major; only the
   self-attention part changes from step to step, and its tensors have the

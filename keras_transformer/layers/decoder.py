@@ -42,11 +42,11 @@ class Decoder(TransformerStack):
         return_attention_scores: also return
             `{"self_attention": [...], "cross_attention": [...]}`, one
             `(B, H, T, T)` / `(B, H, T, S)` tensor per layer (no
-            `"cross_attention"` decoder-only).
+            `"cross_attention"` decoder-only); not with `cache`.
 
     Returns:
         `(B, T, D)`; with `return_attention_scores`, `(outputs, scores)`;
-        with `cache`, the updated cache is appended.
+        with `cache`, `(outputs, updated cache)`.
 
     Example:
 
@@ -83,13 +83,9 @@ class Decoder(TransformerStack):
         start = 0 if cache is None else cache_index
         x = self.positional_encoding(x, start_index=start)
         x = self.embedding_dropout(x, training=training)
-        decoder_only = self.layers[0].cross_attention is None
-        scores = {"self_attention": []}
-        if not decoder_only:
-            scores["cross_attention"] = []
-        new_cache = []
+        scores, new_cache = {}, []
         for i, layer in enumerate(self.layers):
-            out = layer(
+            x = layer(
                 x,
                 memory,
                 x_mask=x_mask,
@@ -99,22 +95,18 @@ class Decoder(TransformerStack):
                 training=training,
                 return_attention_scores=return_attention_scores,
             )
-            out = out if isinstance(out, (tuple, list)) else (out,)
-            x = out[0]
-            if return_attention_scores:
-                scores["self_attention"].append(out[1])
-                if not decoder_only:
-                    scores["cross_attention"].append(out[2])
             if cache is not None:
-                new_cache.append(out[-1])
+                x, layer_cache = x
+                new_cache.append(layer_cache)
+            elif return_attention_scores:
+                x, layer_scores = x
+                for kind, weights in layer_scores.items():
+                    scores.setdefault(kind, []).append(weights)
         if self.final_norm is not None:
             x = self.final_norm(x)
-        results = (x,)
-        if return_attention_scores:
-            results += (scores,)
         if cache is not None:
-            results += (new_cache,)
-        return results[0] if len(results) == 1 else results
+            return x, new_cache
+        return (x, scores) if return_attention_scores else x
 
     def init_cache(self, memory, max_length, batch_size=None):
         """Per-layer `(self_cache, cross_cache)` for incremental decoding.

@@ -40,13 +40,14 @@ class DecoderLayer(TransformerLayer):
             `(B, L, H, K)` tensors, or `None`.
         cache_index: position of `x[:, 0]` when decoding with `cache`.
         training: whether dropout is active.
-        return_attention_scores: also return the self `(B, H, T, T)` and
-            cross `(B, H, T, S)` attention weights.
+        return_attention_scores: also return the attention weights, not
+            with `cache`.
 
     Returns:
-        `(B, T, D)`; with `return_attention_scores`, `(x, self_scores,
-        cross_scores)` (`(x, self_scores)` decoder-only); with `cache`, the
-        updated cache is appended.
+        `(B, T, D)`; with `return_attention_scores`, `(outputs, scores)`,
+        scores a dict with the `"self_attention"` `(B, H, T, T)` and (unless
+        decoder-only) `"cross_attention"` `(B, H, T, S)` weights; with
+        `cache`, `(outputs, updated cache)`.
 
     Example:
 
@@ -54,9 +55,9 @@ class DecoderLayer(TransformerLayer):
     >>> layer = DecoderLayer(num_heads=2, d_ff=16)
     >>> x = np.zeros((2, 4, 8), "float32")
     >>> memory = np.zeros((2, 6, 8), "float32")
-    >>> y, self_w, cross_w = layer(x, memory, return_attention_scores=True)
-    >>> tuple(y.shape), tuple(self_w.shape), tuple(cross_w.shape)
-    ((2, 4, 8), (2, 2, 4, 4), (2, 2, 4, 6))
+    >>> y, scores = layer(x, memory, return_attention_scores=True)
+    >>> tuple(y.shape), tuple(scores["cross_attention"].shape)
+    ((2, 4, 8), (2, 2, 4, 6))
 
     References:
         Vaswani et al. 2017, "Attention Is All You Need", sections 3.1, 3.2.3.
@@ -89,14 +90,16 @@ class DecoderLayer(TransformerLayer):
         training=None,
         return_attention_scores=False,
     ):
-        _check_memory(self.cross_attention is not None, memory, cache)
+        _check_call(
+            self.cross_attention is not None, memory, cache, return_attention_scores
+        )
         self_cache, cross_cache = (None, None) if cache is None else cache
-        # Masked multi-head self-attention
+        scores = {}
+        # Masked multi-head self-attention (with a cache, `x` starts at
+        # position `cache_index`: its keys and values go into the cache)
         residual = x
         x = self.pre_norm(self.self_attention_norm, x)
-        # With a cache, `x` is position `cache_index` on: its keys and values
-        # go into the cache, and the causal mask counts from there.
-        out = self.self_attention(
+        x = self.self_attention(
             x,
             x,
             value_mask=x_mask,
@@ -106,16 +109,16 @@ class DecoderLayer(TransformerLayer):
             cache=self_cache,
             cache_update_index=cache_index,
         )
-        out = out if isinstance(out, (tuple, list)) else (out,)
-        x, self_scores = out[0], out[1] if return_attention_scores else None
         if cache is not None:
-            self_cache = out[-1]
+            x, self_cache = x
+        elif return_attention_scores:
+            x, scores["self_attention"] = x
         x = self.add_norm(self.self_attention_norm, residual, x, training)
         # Multi-head encoder-decoder attention
         if self.cross_attention is not None:
             residual = x
             x = self.pre_norm(self.cross_attention_norm, x)
-            out = self.cross_attention(
+            x = self.cross_attention(
                 x,
                 memory,
                 value_mask=memory_mask,
@@ -123,23 +126,19 @@ class DecoderLayer(TransformerLayer):
                 training=training,
                 cache=cross_cache,
             )
-            out = out if isinstance(out, (tuple, list)) else (out,)
-            x, cross_scores = out[0], out[1] if return_attention_scores else None
+            if cache is not None:
+                x = x[0]  # The cross-attention cache stays as it is.
+            elif return_attention_scores:
+                x, scores["cross_attention"] = x
             x = self.add_norm(self.cross_attention_norm, residual, x, training)
         # Position-wise feed-forward
         residual = x
         x = self.pre_norm(self.feed_forward_norm, x)
         x = self.feed_forward(x, training=training)
         x = self.add_norm(self.feed_forward_norm, residual, x, training)
-
-        results = (x,)
-        if return_attention_scores:
-            results += (self_scores,)
-            if self.cross_attention is not None:
-                results += (cross_scores,)
         if cache is not None:
-            results += ((self_cache, cross_cache),)
-        return results[0] if len(results) == 1 else results
+            return x, (self_cache, cross_cache)
+        return (x, scores) if return_attention_scores else x
 
     def compute_cross_cache(self, memory):
         """Cross-attention keys and values of `memory`, once per sentence.
@@ -158,7 +157,7 @@ class DecoderLayer(TransformerLayer):
         return x_shape
 
 
-def _check_memory(has_cross_attention, memory, cache):
+def _check_call(has_cross_attention, memory, cache, return_attention_scores):
     """The layer was built for the kind of call it gets (memory or none)."""
     given = memory is not None or (cache is not None and cache[1] is not None)
     if given and not has_cross_attention:
@@ -171,4 +170,9 @@ def _check_memory(has_cross_attention, memory, cache):
             "This layer has cross-attention: `memory` (or a cache with its "
             "cross-attention keys and values) is required. Build a new "
             "layer by calling it without `memory` for a decoder-only block."
+        )
+    if cache is not None and return_attention_scores:
+        raise ValueError(
+            "Pass `cache` or `return_attention_scores`, not both: the weights "
+            "of a decoded output come from one pass over it without a cache."
         )

@@ -229,8 +229,9 @@ class Transformer(keras.Model):
             return_attention_scores: also return the decoder's weights.
 
         Returns:
-            float32 logits `(B, T, vocab_size)`; then the scores if asked;
-            then the updated cache when `cache` is given.
+            float32 logits `(B, T, vocab_size)`; with
+            `return_attention_scores`, `(logits, scores)`; with `cache`,
+            `(logits, updated cache)` (not both).
         """
         _check_ids("target_ids", target_ids)
         x = self.embedding(target_ids)
@@ -244,15 +245,10 @@ class Transformer(keras.Model):
             training=training,
             return_attention_scores=return_attention_scores,
         )
-        out = out if isinstance(out, (tuple, list)) else (out,)
+        x, extra = out if cache is not None or return_attention_scores else (out, None)
         # Pre-softmax projection with the shared matrix; softmax in float32.
-        logits = ops.cast(self.embedding(out[0], reverse=True), "float32")
-        results = (logits,)
-        if return_attention_scores:
-            results += (out[1],)
-        if cache is not None:
-            results += (out[-1],)
-        return results[0] if len(results) == 1 else results
+        logits = ops.cast(self.embedding(x, reverse=True), "float32")
+        return logits if extra is None else (logits, extra)
 
     def init_cache(self, memory, max_length):
         """Key/value caches for decoding up to `max_length` target positions."""

@@ -71,32 +71,27 @@ def test_attention_scores_are_those_of_the_search_steps(model, sources):
     assert len(cross) == len(self_attention) == model.num_layers
     assert cross[0].shape == (3, 2, 6, sources.shape[1])
     assert self_attention[0].shape == (3, 2, 6, 6)
-    # Step by step with the cache, as during the search.
+    # Step by step, each step seeing its prefix only, as during the search.
     memory, mask = model.encode(sources)
-    cache = model.init_cache(memory, 6)
     tokens = np.concatenate([np.full((3, 1), 2), ids], axis=1)
     for t in range(6):
-        _, scores, cache = model.decode(
-            tokens[:, t : t + 1],
-            memory,
-            mask,
-            cache=cache,
-            cache_index=t,
-            return_attention_scores=True,
+        _, scores = model.decode(
+            tokens[:, : t + 1], memory, mask, return_attention_scores=True
         )
         for b in range(3):
             if t < lengths[b]:
                 for layer in range(model.num_layers):
                     np.testing.assert_allclose(
                         cross[layer][b, :, t],
-                        scores["cross_attention"][layer][b, :, 0],
+                        scores["cross_attention"][layer][b, :, t],
                         atol=1e-5,
                     )
                     np.testing.assert_allclose(
-                        self_attention[layer][b, :, t],
-                        scores["self_attention"][layer][b, :, 0],
+                        self_attention[layer][b, :, t, : t + 1],
+                        scores["self_attention"][layer][b, :, t],
                         atol=1e-5,
                     )
+                    assert not np.any(self_attention[layer][b, :, t, t + 1 :])
             else:  # Rows past the output are zero.
                 assert not np.any(cross[0][b, :, t])
 

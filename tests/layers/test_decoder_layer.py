@@ -64,9 +64,10 @@ def test_attention_scores_are_causal_and_skip_memory_padding():
     embedding = SharedEmbedding(vocab_size=11, d_model=D)
     memory = embedding(np.where(MEMORY_MASK, 4, 0).astype("int32"))  # Keras mask
     layer = DecoderLayer(num_heads=H, d_ff=D_FF)
-    out, self_w, cross_w = layer(random(B, T, D), memory, return_attention_scores=True)
+    out, scores = layer(random(B, T, D), memory, return_attention_scores=True)
     assert tuple(out.shape) == (B, T, D)
-    self_w, cross_w = np.asarray(self_w), np.asarray(cross_w)
+    self_w = np.asarray(scores["self_attention"])
+    cross_w = np.asarray(scores["cross_attention"])
     assert self_w.shape == (B, H, T, T) and cross_w.shape == (B, H, T, S)
     assert np.all(self_w[..., np.triu(np.ones((T, T), bool), k=1)] == 0)
     padded = np.broadcast_to(~MEMORY_MASK[:, None, None, :], cross_w.shape)
@@ -93,7 +94,8 @@ def test_target_padding_mask_only_hides_padded_keys():
     layer = DecoderLayer(num_heads=H, d_ff=D_FF)
     x, memory = random(B, T, D), random(B, S, D, seed=1)
     x_mask = np.array([[True] * T, [True, True, False, False]])
-    _, self_w, _ = layer(x, memory, x_mask=x_mask, return_attention_scores=True)
+    _, scores = layer(x, memory, x_mask=x_mask, return_attention_scores=True)
+    self_w = scores["self_attention"]
     expected = np.asarray(causal_mask(T)) & x_mask[:, None, :]  # (B, T, T)
     self_w = np.asarray(self_w)
     assert np.all(self_w[np.broadcast_to(~expected[:, None], self_w.shape)] == 0)
@@ -142,7 +144,9 @@ def test_decoder_only_wiring_is_causal_self_attention_then_ffn(norm_first):
         y = n1(x + attend(x, x, use_causal_mask=True))
         expected = n3(y + ffn(y))
     np.testing.assert_allclose(np.asarray(out), np.asarray(expected), atol=1e-5)
-    assert np.all(np.triu(np.asarray(scores), k=1) == 0)  # No future key.
+    assert set(scores) == {"self_attention"}  # Decoder-only: no cross-attention.
+    self_w = np.asarray(scores["self_attention"])
+    assert np.all(np.triu(self_w, k=1) == 0)  # No future key.
 
 
 def test_decoder_only_layer_refuses_a_memory_and_the_reverse():
@@ -172,3 +176,12 @@ def test_initializers_reach_every_kernel_and_bias(tmp_path):
     assert len(kernels) == 10 and len(biases) == 10  # 2 x 4 projections, 2 FFN.
     assert all(np.all(np.asarray(w) == 1) for w in kernels)
     assert all(np.all(np.asarray(w) == 0.5) for w in biases)
+
+
+def test_cache_and_scores_are_not_asked_together():
+    layer = DecoderLayer(num_heads=H, d_ff=D_FF)
+    memory = random(B, S, D, seed=1)
+    layer(random(B, T, D), memory)
+    cache = (layer.empty_self_cache(B, T), layer.compute_cross_cache(memory))
+    with pytest.raises(ValueError, match="not both"):
+        layer(random(B, 1, D), cache=cache, cache_index=0, return_attention_scores=True)
