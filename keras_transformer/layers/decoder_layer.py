@@ -65,17 +65,20 @@ class DecoderLayer(TransformerLayer):
 
     def build(self, x_shape, memory_shape=None):
         # Without a memory shape: a decoder-only block, no cross-attention.
+        # Sublayers first, then norms: the order of the weights (and of the
+        # optimizer's variables) in files of earlier versions.
         self.self_attention = self.make_attention(
             "self_attention", x_shape, x_shape, self.sliding_window
         )
-        self.self_attention_norm = self.make_norm("self_attention_norm", x_shape)
         self.cross_attention = self.cross_attention_norm = None
         if memory_shape is not None:
             self.cross_attention = self.make_attention(
                 "cross_attention", x_shape, memory_shape
             )
-            self.cross_attention_norm = self.make_norm("cross_attention_norm", x_shape)
         self.feed_forward = self.make_feed_forward(x_shape)
+        self.self_attention_norm = self.make_norm("self_attention_norm", x_shape)
+        if memory_shape is not None:
+            self.cross_attention_norm = self.make_norm("cross_attention_norm", x_shape)
         self.feed_forward_norm = self.make_norm("feed_forward_norm", x_shape)
         self.residual_dropout = self.make_dropout("residual_dropout")
 

@@ -44,11 +44,13 @@ class EncoderLayer(TransformerLayer):
     """
 
     def build(self, input_shape):
+        # Sublayers first, then norms: the order of the weights (and of the
+        # optimizer's variables) in files of earlier versions.
         self.self_attention = self.make_attention(
             "self_attention", input_shape, input_shape, self.sliding_window
         )
-        self.self_attention_norm = self.make_norm("self_attention_norm", input_shape)
         self.feed_forward = self.make_feed_forward(input_shape)
+        self.self_attention_norm = self.make_norm("self_attention_norm", input_shape)
         self.feed_forward_norm = self.make_norm("feed_forward_norm", input_shape)
         self.residual_dropout = self.make_dropout("residual_dropout")
 

@@ -420,3 +420,30 @@ def test_key_dim_sets_the_head_size_of_every_attention():
     np.testing.assert_array_equal(np.asarray(twin((source, target_in))), logits)
     with pytest.raises(ValueError, match="key_dim"):
         tiny_model(key_dim=0)
+
+
+def test_weight_order_is_that_of_earlier_files():
+    # A `.keras` file saves the optimizer's variables by position, in the
+    # order of the model's weights: a new order would fail to load (or
+    # resume) files written by earlier versions.
+    model = Transformer(vocab_size=16, num_layers=1, d_model=8, num_heads=2, d_ff=16)
+    ids = np.array([[4, 5, 3]], "int32")
+    model((ids, ids))
+    order = []
+    for variable in model.weights:
+        sublayer = "/".join(variable.path.split("/")[1:4])
+        if sublayer not in order:
+            order.append(sublayer)
+    assert order == [
+        "embedding/embeddings",
+        "encoder/layer_0/self_attention",
+        "encoder/layer_0/feed_forward",
+        "encoder/layer_0/self_attention_norm",
+        "encoder/layer_0/feed_forward_norm",
+        "decoder/layer_0/self_attention",
+        "decoder/layer_0/cross_attention",
+        "decoder/layer_0/feed_forward",
+        "decoder/layer_0/self_attention_norm",
+        "decoder/layer_0/cross_attention_norm",
+        "decoder/layer_0/feed_forward_norm",
+    ]
