@@ -12,7 +12,8 @@ methods:
 - `init_cache(memory, max_length)` -> a list with one `(self_cache,
   cross_cache)` pair per decoder layer, every tensor batch-major; only the
   self-attention part changes from step to step, and its tensors have the
-  time axis second, `(B, L, ...)` (`Transformer`'s are `(B, L, H, K)`);
+  time axis second to last, `(B, ..., L, K)` (`Transformer`'s are `(B, H,
+  L, K)`);
 - a `max_length` attribute (longest sequence the model accepts), optional.
 """
 
@@ -378,21 +379,21 @@ def _gather(tensors: Any, rows: tf.Tensor) -> Any:
 def _self_cache_length(cache: list) -> tf.Tensor:
     if not cache:  # A model without layers has nothing to grow.
         return tf.constant(2**30)
-    return tf.shape(tf.nest.flatten(cache[0][0])[0])[1]
+    return tf.shape(tf.nest.flatten(cache[0][0])[0])[-2]
 
 
 def _grow(cache: list, bucket: int) -> list:
     """Every self-attention cache `bucket` positions longer (zeros)."""
 
     def pad(x):
-        paddings = [[0, 0], [0, bucket]] + [[0, 0]] * (x.shape.rank - 2)
+        paddings = [[0, 0]] * (x.shape.rank - 2) + [[0, bucket], [0, 0]]
         return tf.pad(x, paddings)
 
     return [(tf.nest.map_structure(pad, s), c) for s, c in cache]
 
 
 def _unknown_length(shape: tf.TensorShape) -> tf.TensorShape:
-    return tf.TensorShape([shape[0], None, *shape[2:]])
+    return tf.TensorShape([*shape[:-2], None, shape[-1]])
 
 
 def rows_where(mask: tf.Tensor) -> tf.Tensor:

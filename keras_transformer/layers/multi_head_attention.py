@@ -4,6 +4,9 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.masking import band_mask, causal_mask
+from keras_transformer.layers.scaled_dot_product_attention import (
+    scaled_dot_product_attention,
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -71,16 +74,17 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         use_causal_mask: also forbid attending to later positions (with
             `cache_update_index`, query `i` is position
             `cache_update_index + i`).
-        cache: `(keys, values)`, each `(B, L, H, K)` (the layout of the
-            projected keys and values), from `empty_cache` or
-            `compute_cache`. Without `cache_update_index` the cache is used
-            as is and `key`/`value` are not read: cross-attention over a
-            precomputed memory (`value_mask` still masks its padding). With
-            it, this call's keys and values are written into the cache at
-            that index and attention reads all `L` slots: slots not written
-            yet must be masked, by `use_causal_mask` or `attention_mask`
-            (`value_mask` and `key_mask`, of this call's positions, are not
-            used).
+        cache: `(keys, values)`, each `(B, H, L, K)` (heads first, the
+            layout the attention reads, so a decoding step moves no cache),
+            from `empty_cache` or `compute_cache`. Without
+            `cache_update_index` the cache is used as is and `key`/`value`
+            are not read: cross-attention over a precomputed memory
+            (`value_mask` still masks its padding). With it, this call's
+            keys and values are written into the cache at that index and
+            attention reads all `L` slots: slots not written yet must be
+            masked, by `use_causal_mask` or `attention_mask` (`value_mask`
+            and `key_mask`, of this call's positions, are not used). A
+            cached call is for decoding: no attention dropout.
         cache_update_index: position of `query[:, 0]` (and of this call's
             keys and values) in `cache`.
 
@@ -106,8 +110,8 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     >>> step = x[:, :1]
     >>> out, cache = mha(step, step, use_causal_mask=True, cache=cache,
     ...                  cache_update_index=0)
-    >>> tuple(cache[0].shape)  # (B, L, h, d_k)
-    (1, 3, 2, 4)
+    >>> tuple(cache[0].shape)  # (B, h, L, d_k)
+    (1, 2, 3, 4)
 
     References:
         Vaswani et al. 2017, "Attention Is All You Need", section 3.2.2.
@@ -193,19 +197,19 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
                 training=training,
                 use_causal_mask=use_causal_mask,
             )
-        self._check_cache_call(query)
-        # Q: (B, T, D) -> (B, T, H, K)
-        query = self.query_dense(_unmasked(query))
+        self._check_cache_call(query, training)
+        # Q: (B, T, D) -> (B, T, H, K) -> heads first, (B, H, T, K)
+        query = _heads_first(self.query_dense(_unmasked(query)))
         if cache_update_index is None:
-            # Cross-attention: the memory's keys and values, (B, S, H, K).
+            # Cross-attention: the memory's keys and values, (B, H, S, K).
             key, value = cache
         else:
-            # Self-attention: this call's keys and values (B, T, H, K) go into
+            # Self-attention: this call's keys and values (B, H, T, K) go into
             # the cache at `cache_update_index`; attention reads all L slots.
             new_key = self.key_dense(_unmasked(value if key is None else key))
             new_value = self.value_dense(_unmasked(value))
-            key = _write(cache[0], new_key, cache_update_index)
-            value = _write(cache[1], new_value, cache_update_index)
+            key = _write(cache[0], _heads_first(new_key), cache_update_index)
+            value = _write(cache[1], _heads_first(new_value), cache_update_index)
             value_mask = key_mask = None  # Of this call's positions, not L.
         cache = (key, value)
         mask = self._cache_attention_mask(
@@ -217,26 +221,25 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             use_causal_mask,
             offset=0 if cache_update_index is None else cache_update_index,
         )
-        output, scores = self._compute_attention(
-            query,
-            key,
-            value,
-            attention_mask=mask,
-            training=training,
-            return_attention_scores=return_attention_scores,
-        )
+        # softmax(Q Kᵀ / √d_k) V per head: (B, H, T, K) x (B, H, L, K)
+        output, scores = scaled_dot_product_attention(query, key, value, mask)
         # Concat(head_1, ..., head_h) W^O: (B, T, H, V) -> (B, T, D)
-        output = self.output_dense(output)
+        output = self.output_dense(_heads_first(output))
         if return_attention_scores:
             return output, scores, cache
         return output, cache
 
-    def _check_cache_call(self, query):
+    def _check_cache_call(self, query, training):
         if len(query.shape) != 3 or self.attention_axes != (1,) or self.use_gate:
             raise ValueError(
                 "`cache` needs (B, T, D) inputs attending over axis 1, without "
                 f"use_gate. Received: query.shape={tuple(query.shape)}, "
                 f"attention_axes={self.attention_axes}, use_gate={self.use_gate}"
+            )
+        if training and self.dropout:
+            raise ValueError(
+                "A cache is for decoding: no attention dropout. Received: "
+                f"training={training}, dropout={self.dropout}"
             )
 
     def _cache_attention_mask(
@@ -244,23 +247,27 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     ):
         """The masks of a cached call as one boolean mask, or `None`.
 
-        `(B, T, S)`-broadcastable, `(B, H, T, S)` if `attention_mask` is per
-        head; query `i` is position `offset + i`.
+        Broadcastable to the `(B, H, T, S)` scores; query `i` is position
+        `offset + i`.
         """
         masks = [
             ops.cast(padding, "bool")[:, None, :]  # (B, 1, S)
             for padding in (value_mask, key_mask)
             if padding is not None
         ]
-        length, key_length = ops.shape(query)[1], ops.shape(key)[1]
+        length, key_length = ops.shape(query)[2], ops.shape(key)[2]
         if use_causal_mask:
             masks.append(causal_mask(length, key_length, offset))  # (1, T, S)
         if self.sliding_window is not None:
             window = band_mask(length, key_length, self.sliding_window, offset)
             masks.append(window)  # (1, T, S)
-        mask = None if attention_mask is None else ops.cast(attention_mask, "bool")
+        if attention_mask is not None:
+            masks.append(ops.cast(attention_mask, "bool"))
+        mask = None
         for other in masks:
-            if mask is not None and len(mask.shape) == 4:
+            if len(other.shape) == 2:
+                other = other[None]  # (T, S) -> (1, T, S)
+            if len(other.shape) == 3:
                 other = other[:, None]  # (B, 1, T, S): the same for every head.
             mask = other if mask is None else ops.logical_and(mask, other)
         return mask
@@ -273,20 +280,23 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             key: `(B, S, D)`; defaults to `value`.
 
         Returns:
-            `(keys, values)`, each `(B, S, H, K)`, to pass as `cache`.
+            `(keys, values)`, each `(B, H, S, K)`, to pass as `cache`.
         """
         key = value if key is None else key
-        return self.key_dense(_unmasked(key)), self.value_dense(_unmasked(value))
+        return (
+            _heads_first(self.key_dense(_unmasked(key))),
+            _heads_first(self.value_dense(_unmasked(value))),
+        )
 
     def empty_cache(self, batch_size, max_length):
-        """Zero `(keys, values)`, `(B, max_length, H, K)`, for self-attention."""
+        """Zero `(keys, values)`, `(B, H, max_length, K)`, for self-attention."""
         return (
             ops.zeros(
-                (batch_size, max_length, self.num_heads, self.key_dim),
+                (batch_size, self.num_heads, max_length, self.key_dim),
                 self.compute_dtype,
             ),
             ops.zeros(
-                (batch_size, max_length, self.num_heads, self.value_dim),
+                (batch_size, self.num_heads, max_length, self.value_dim),
                 self.compute_dtype,
             ),
         )
@@ -350,12 +360,17 @@ def _unmasked(x):
     return ops.copy(x)
 
 
+def _heads_first(x):
+    """`(B, T, H, K)` <-> `(B, H, T, K)`."""
+    return ops.transpose(x, (0, 2, 1, 3))
+
+
 def _write(cache, update, index):
-    """`cache` (B, L, H, K) with `update` (B, t, H, K) at positions `index...`."""
-    if update.shape[1] == 1:
+    """`cache` (B, H, L, K) with `update` (B, H, t, K) at positions `index...`."""
+    if update.shape[2] == 1:
         # One position, as in decoding: an elementwise select. TensorFlow ran
         # `slice_update` by compiling it with XLA for each new shape, which
         # took longer than the decoding step itself.
-        at_index = ops.arange(ops.shape(cache)[1])[:, None, None] == index
-        return ops.where(at_index, update, cache)  # (L, 1, 1) selects slots.
-    return ops.slice_update(cache, (0, index, 0, 0), update)
+        at_index = ops.arange(ops.shape(cache)[2])[:, None] == index
+        return ops.where(at_index, update, cache)  # (L, 1) selects slots.
+    return ops.slice_update(cache, (0, 0, index, 0), update)

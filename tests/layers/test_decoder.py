@@ -99,8 +99,8 @@ def test_cached_decoding_equals_full_pass(norm_first, learned_positions):
     cache = stack.decoder.init_cache(memory, max_length)
     assert len(cache) == 2
     (self_keys, self_values), (cross_keys, _) = cache[0]
-    assert tuple(self_keys.shape) == (B, max_length, H, D // H)
-    assert tuple(cross_keys.shape) == (B, S, H, D // H)
+    assert tuple(self_keys.shape) == (B, H, max_length, D // H)
+    assert tuple(cross_keys.shape) == (B, H, S, D // H)
     steps = []
     for t in range(T):
         x = stack.embedding(TARGET[:, t : t + 1])

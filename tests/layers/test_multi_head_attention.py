@@ -334,9 +334,9 @@ def test_self_attention_cache_equals_full_causal_pass(step, causal_flag):
     x = random(B, length, D)
     full = np.asarray(layer(x, x, use_causal_mask=True))
     cache = layer.empty_cache(B, length)
-    # (B, L, H, K): the layout of the projections, as attention reads them.
-    assert tuple(cache[0].shape) == (B, length, H, K)
-    assert tuple(cache[1].shape) == (B, length, H, 3)
+    # (B, H, L, K): heads first, as attention reads them.
+    assert tuple(cache[0].shape) == (B, H, length, K)
+    assert tuple(cache[1].shape) == (B, H, length, 3)
     pieces = []
     for t in range(0, length, step):
         chunk = x[:, t : t + step]
@@ -414,7 +414,7 @@ def test_cross_attention_cache_equals_uncached(padded):
         query, memory, return_attention_scores=True, **kwargs
     )
     cache = layer.compute_cache(memory)
-    assert tuple(cache[0].shape) == (B, S, H, K)
+    assert tuple(cache[0].shape) == (B, H, S, K)
     out, scores, returned_cache = layer(
         query, memory, cache=cache, return_attention_scores=True, **kwargs
     )

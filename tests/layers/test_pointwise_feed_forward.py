@@ -42,16 +42,21 @@ def test_is_two_kernel_one_convolutions_with_relu_between():
 
 
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
-def test_matmul_equals_running_the_convolutions(activation):
-    # `call` computes the kernel-1 convolutions as matmuls; the Conv1D
-    # sublayers themselves must give the same values.
+def test_sublayers_equal_keras_convolutions(activation):
+    # Each sublayer computes its kernel-1 convolution as a matmul: the same
+    # values as keras.layers.Conv1D with the same weights and config.
     layer = PointwiseFeedForward(d_ff=D_FF, activation=activation)
     x = random(B, T, D)
     layer.build(x.shape)
     layer.inner.bias.assign(random(D_FF, seed=1))
-    layer.outer.bias.assign(random(D, seed=2))
-    out = np.asarray(layer(x))
-    np.testing.assert_allclose(out, np.asarray(layer.outer(layer.inner(x))), atol=1e-5)
+    for conv, inputs in ((layer.inner, x), (layer.outer, random(B, T, D_FF))):
+        config = {**conv.get_config(), "name": "plain"}
+        keras_conv = keras.layers.Conv1D.from_config(config)
+        keras_conv.build(inputs.shape)
+        keras_conv.set_weights(conv.get_weights())
+        np.testing.assert_allclose(
+            np.asarray(conv(inputs)), np.asarray(keras_conv(inputs)), atol=1e-5
+        )
 
 
 def test_matmul_keeps_a_symbolic_batch_and_length():
