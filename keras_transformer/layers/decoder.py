@@ -24,10 +24,9 @@ class Decoder(TransformerStack):
     `(self_cache, cross_cache)` pair per layer; each call with `cache` and
     `cache_index=t` then processes the new position(s) only.
 
-    Args:
-        Those of `TransformerStack`: `num_layers`, `num_heads`, `d_ff`,
-        `dropout`, `attention_dropout`, `max_length`, `learned_positions`,
-        and, for every layer, the other arguments of `TransformerLayer`.
+    The arguments are those of `TransformerStack`: `num_layers`, `num_heads`,
+    `d_ff`, `dropout`, `attention_dropout`, `max_length`, `learned_positions`,
+    and, for every layer, the other arguments of `TransformerLayer`.
 
     Call arguments:
         x: `(B, T, D)` target embeddings.

@@ -22,12 +22,11 @@ class DecoderLayer(TransformerLayer):
     keys/values are written into `self_cache` at `t`, and the cross-attention
     uses the precomputed `cross_cache` (see `compute_cross_cache`).
 
-    Args:
-        Those of `TransformerLayer`: `num_heads`, `d_ff`, `dropout`,
-        `attention_dropout`, `activation`, `norm_first`,
-        `layer_norm_epsilon`, `kernel_initializer`, `bias_initializer`,
-        `sliding_window` (self-attention only; the cross-attention sees the
-        whole memory), `key_dim`, and `keras.layers.Layer`'s.
+    The arguments are those of `TransformerLayer`: `num_heads`, `d_ff`,
+    `dropout`, `attention_dropout`, `activation`, `norm_first`,
+    `layer_norm_epsilon`, `kernel_initializer`, `bias_initializer`,
+    `sliding_window` (self-attention only; the cross-attention sees the whole
+    memory), `key_dim`, and `keras.layers.Layer`'s.
 
     Call arguments:
         x: `(B, T, D)` target embeddings.

@@ -14,10 +14,9 @@ class Encoder(TransformerStack):
     Keras mask marks the padding), so one embedding matrix can be shared with
     the decoder. With `norm_first=True` a final LayerNorm follows the stack.
 
-    Args:
-        Those of `TransformerStack`: `num_layers`, `num_heads`, `d_ff`,
-        `dropout`, `attention_dropout`, `max_length`, `learned_positions`,
-        and, for every layer, the other arguments of `TransformerLayer`.
+    The arguments are those of `TransformerStack`: `num_layers`, `num_heads`,
+    `d_ff`, `dropout`, `attention_dropout`, `max_length`, `learned_positions`,
+    and, for every layer, the other arguments of `TransformerLayer`.
 
     Call arguments:
         x: `(B, S, D)` embeddings.

@@ -13,11 +13,10 @@ class EncoderLayer(TransformerLayer):
     as in the paper) or, with `norm_first=True`,
     `x + Dropout(Sublayer(LayerNorm(x)))` (pre-LN).
 
-    Args:
-        Those of `TransformerLayer`: `num_heads`, `d_ff`, `dropout`,
-        `attention_dropout`, `activation`, `norm_first`,
-        `layer_norm_epsilon`, `kernel_initializer`, `bias_initializer`,
-        `sliding_window`, `key_dim`, and `keras.layers.Layer`'s.
+    The arguments are those of `TransformerLayer`: `num_heads`, `d_ff`,
+    `dropout`, `attention_dropout`, `activation`, `norm_first`,
+    `layer_norm_epsilon`, `kernel_initializer`, `bias_initializer`,
+    `sliding_window`, `key_dim`, and `keras.layers.Layer`'s.
 
     Call arguments:
         x: `(B, S, D)`.

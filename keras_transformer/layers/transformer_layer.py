@@ -35,6 +35,21 @@ class TransformerLayer(keras.layers.Layer):
             `d_model // num_heads` (Table 3, row B varies it alone).
         **kwargs: passed to `keras.layers.Layer`.
 
+    Example (a layer of one residual feed-forward sublayer):
+
+    >>> import numpy as np
+    >>> class FeedForwardLayer(TransformerLayer):
+    ...     def build(self, input_shape):
+    ...         self.feed_forward = self.make_feed_forward(input_shape)
+    ...         self.norm = self.make_norm("norm", input_shape)
+    ...         self.residual_dropout = self.make_dropout("residual_dropout")
+    ...     def call(self, x, training=None):
+    ...         y = self.feed_forward(self.pre_norm(self.norm, x), training=training)
+    ...         return self.add_norm(self.norm, x, y, training)
+    >>> layer = FeedForwardLayer(num_heads=2, d_ff=16)
+    >>> tuple(layer(np.zeros((2, 5, 8), "float32")).shape)
+    (2, 5, 8)
+
     References:
         Vaswani et al. 2017, "Attention Is All You Need", sections 3.1, 5.4.
     """

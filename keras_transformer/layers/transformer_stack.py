@@ -28,6 +28,16 @@ class TransformerStack(TransformerLayer):
             `bias_initializer`, `sliding_window`, `key_dim`) and of
             `keras.layers.Layer`.
 
+    Example (`Encoder` is this with `EncoderLayer`):
+
+    >>> import numpy as np
+    >>> from keras_transformer.layers import Encoder
+    >>> encoder = Encoder(num_layers=2, num_heads=2, d_ff=16)
+    >>> tuple(encoder(np.zeros((1, 4, 8), "float32")).shape)
+    (1, 4, 8)
+    >>> len(encoder.layers), encoder.layers[0].name
+    (2, 'layer_0')
+
     References:
         Vaswani et al. 2017, "Attention Is All You Need", sections 3.1, 3.5.
     """

@@ -6,7 +6,6 @@ from keras import ops
 from keras_transformer.layers import (
     Decoder,
     Encoder,
-    MultiHeadAttention,
     SharedEmbedding,
 )
 from keras_transformer.layers.masking import padding_mask
@@ -268,9 +267,8 @@ class Transformer(keras.Model):
         """
         for variable in self.variables:
             variable.trainable = False
-        for layer in self._flatten_layers(include_self=False):
-            if isinstance(layer, MultiHeadAttention):
-                layer.enable_lora(rank, lora_alpha=lora_alpha)
+        for layer in self._attention_layers():
+            layer.enable_lora(rank, lora_alpha=lora_alpha)
 
     def get_config(self):
         config = super().get_config()
@@ -290,7 +288,7 @@ class Transformer(keras.Model):
         )
         quantized = {
             layer.path: layer.dtype_policy
-            for layer in self._flatten_layers()
+            for layer in self._quantizable_layers()
             if layer.quantization_mode is not None
         }
         if quantized:
@@ -304,6 +302,32 @@ class Transformer(keras.Model):
                 policies[path] = policy
             config["dtype"] = keras.dtype_policies.serialize(policies)
         return config
+
+    def _attention_layers(self):
+        """Every `MultiHeadAttention` of the two stacks (none before build)."""
+        if not self.built:
+            return
+        for stack in (self.encoder, self.decoder):
+            for layer in stack.layers:
+                yield layer.self_attention
+                if getattr(layer, "cross_attention", None) is not None:
+                    yield layer.cross_attention
+
+    def _quantizable_layers(self):
+        """The layers `quantize` may change: embedding and projections."""
+        yield self.embedding
+        if not self.built:
+            return
+        for attention in self._attention_layers():
+            yield from (
+                attention.query_dense,
+                attention.key_dense,
+                attention.value_dense,
+                attention.output_dense,
+            )
+        for stack in (self.encoder, self.decoder):
+            for layer in stack.layers:
+                yield from (layer.feed_forward.inner, layer.feed_forward.outer)
 
     def compute_output_shape(self, input_shape):
         source_shape, target_shape = input_shape

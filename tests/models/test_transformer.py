@@ -349,7 +349,7 @@ def test_int8_quantization_of_attention_and_shared_embedding(tmp_path):
         model.quantize("int8")
     quantized = {
         type(layer).__name__
-        for layer in model._flatten_layers()
+        for layer in model._quantizable_layers()
         if layer.quantization_mode == "int8"
     }
     assert quantized == {"EinsumDense", "SharedEmbedding"}
