@@ -100,10 +100,10 @@ def score_validation(
 
 
 def checkpoint_files(out: str) -> list[str]:
-    """The run's averaging checkpoints, oldest first."""
-    folder = os.path.join(out, "checkpoints")
-    names = sorted(n for n in os.listdir(folder) if n.endswith(".weights.h5"))
-    return [os.path.join(folder, n) for n in names]
+    """The run's checkpoints, oldest first."""
+    from keras_transformer.training.checkpoints import checkpoint_prefixes
+
+    return checkpoint_prefixes(os.path.join(out, "checkpoints"))
 
 
 def update_json(path: str, key: str, value, **header) -> dict:

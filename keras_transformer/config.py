@@ -214,13 +214,13 @@ class TrainingConfig(_Section):
     checkpoint_minutes: float = Field(
         10.0,
         gt=0,
-        description="how often weights (for averaging) and the "
-        "training state (for resuming) are written",
+        description="how often the training state is written: one checkpoint "
+        "resumed from, averaged and kept by snapshots",
     )
     snapshot_minutes: list[float] = Field(
         default_factory=list,
-        description="save the whole model after these minutes, e.g. [30, 60]: "
-        "the average of the checkpoints kept then, with average_last",
+        description="keep the model after these minutes, e.g. [30, 60]: "
+        "the average of the last average_last checkpoints then",
     )
     validate_: bool = Field(
         True, alias="validate", description="score the validation split each epoch"

@@ -4,8 +4,8 @@
 run_dir/
   config.yaml          the recipe, written first (a run is of one recipe)
   tokenizer/           the SentencePiece model of the shared vocabulary
-  state/               the training state, for resuming (`training.state`)
-  checkpoints/         the last weights, for averaging
+  checkpoints/         the training state (`training.checkpoints`): resumed
+                       from, averaged at the end, kept by snapshots
   snapshots/           the model after chosen minutes
   logs/                TensorBoard logs
   model.keras          the trained model (averaged weights when averaging)
@@ -31,14 +31,15 @@ TOKENIZER_DIR = "tokenizer"
 TRANSLATOR_DIR = "translator"
 CONFIG_FILE = "config.yaml"
 SUMMARY_FILE = "summary.json"
-STATE_DIR = "state"
 CHECKPOINT_DIR = "checkpoints"
+OLD_STATE_DIR = "state"
+"""Where earlier versions kept their `.npz` training state."""
 SNAPSHOT_DIR = "snapshots"
 LOG_DIR = "logs"
 RUN_ENTRIES = (
     CONFIG_FILE,
     TOKENIZER_DIR,
-    STATE_DIR,
+    OLD_STATE_DIR,
     CHECKPOINT_DIR,
     SNAPSHOT_DIR,
     LOG_DIR,
@@ -96,6 +97,12 @@ def run_status(directory: str | Path, recipe: dict) -> str:
         )
     summary = read_summary(directory)
     if not summary.get("finished"):
+        if any((directory / OLD_STATE_DIR).glob("state-*.npz")):
+            raise RunError(
+                f"output_dir: {str(directory)!r} holds an unfinished run of an "
+                "earlier version, whose training state (state/*.npz) this "
+                "version cannot resume; --overwrite to train it again"
+            )
         return "resume"
     return "extend" if _goes_further(recipe["training"], summary) else "finished"
 
@@ -191,16 +198,19 @@ def clear_run(directory: str | Path) -> None:
 
 
 def remove_temporaries(directory: str | Path) -> None:
-    """Removes the half-written files a killed run left (`*.tmp-*`).
+    """Removes the half-written files a killed run left.
 
     Files are written under a temporary name and renamed when complete
-    (`training.state.write_atomically`); a run killed while writing leaves
-    the temporary file behind, which nothing else reads.
+    (`training.atomic.write_atomically`: `*.tmp-*`; TensorFlow's
+    checkpoints: `ckpt-N_temp/` and `checkpoint.tmp*`); a run killed while
+    writing leaves the temporary file behind, which nothing else reads.
     """
     directory = Path(directory)
     if not directory.is_dir():
         return
-    for path in directory.rglob("*.tmp-*"):
+    found = [*directory.rglob("*.tmp-*"), *directory.rglob("*_temp")]
+    found += (directory / CHECKPOINT_DIR).glob("checkpoint.tmp*")
+    for path in found:
         if path.is_dir():
             shutil.rmtree(path)
         elif path.exists():
@@ -219,7 +229,7 @@ def read_summary(directory: str | Path) -> dict:
 
 def write_text(path: str | Path, text: str) -> None:
     """Writes `text` to `path` atomically."""
-    from keras_transformer.training.state import write_atomically
+    from keras_transformer.training.atomic import write_atomically
 
     data = text.encode("utf-8")
     write_atomically(path, lambda f: f.write(data))

@@ -13,10 +13,11 @@ In order:
 3. The tokenizer is trained (or reused when resuming), the model and
    optimizer are built, and the last training state, if any, is loaded.
 4. `model.fit` (or, across machines, `fit_distributed`) trains on an endless,
-   seeded stream of epochs positioned at the state's step, writing the
-   state every `training.checkpoint_minutes` (and weights for averaging).
-5. The last checkpoints are averaged, and the model, the exported
-   translator and the summary are written; the test split is scored.
+   seeded stream of epochs positioned at the state's step, writing a
+   checkpoint every `training.checkpoint_minutes` (`training.Checkpoints`).
+5. The last checkpoints are averaged into the model, which is saved with
+   each snapshot's own average; the exported translator and the summary
+   are written, and the test split is scored.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from keras_transformer.jobs.run_dir import (
     LOG_DIR,
     MODEL_FILE,
     SNAPSHOT_DIR,
-    STATE_DIR,
     TOKENIZER_DIR,
     TRANSLATOR_DIR,
     clear_run,
@@ -54,22 +54,19 @@ from keras_transformer.losses import MaskedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy, Perplexity
 from keras_transformer.models import Transformer
 from keras_transformer.training import (
-    CheckpointAveraging,
-    Snapshots,
+    Checkpoints,
     TrainingBudget,
     average_checkpoints,
     build_for_fit,
     fit_distributed,
     is_chief,
     make_strategy,
+    restore_latest,
     set_mixed_precision,
     transformer_optimizer,
+    write_snapshot_model,
 )
-from keras_transformer.training.state import (
-    StateCheckpoints,
-    restore_latest,
-    save_model_atomically,
-)
+from keras_transformer.training.atomic import save_model_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -239,7 +236,7 @@ def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
         )
         model.build()
         model.optimizer.build(model.trainable_variables)
-    record = restore_latest(out / STATE_DIR, model) or {}
+    record = restore_latest(out / CHECKPOINT_DIR, model, set_aside=chief) or {}
     resumed_from = int(model.optimizer.iterations.numpy())
 
     # The endless stream of seeded epochs, from the epoch of the state's step.
@@ -250,7 +247,7 @@ def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
     )
     if per_epoch not in (None, stats.batches):
         raise ValueError(
-            f"{out / STATE_DIR}: the saved state counts {per_epoch} batches per "
+            f"{out / CHECKPOINT_DIR}: the saved state counts {per_epoch} batches per "
             f"epoch, the data now {stats.batches}: the training data changed"
         )
     done = resumed_from - epoch * stats.batches  # batches of `epoch` trained
@@ -265,43 +262,23 @@ def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
         # finishing it logs it again, so the entry of its first part goes.
         history = {k: v[:epoch] for k, v in history.items()}
     budget = TrainingBudget(tr.minutes, tr.steps, record.get("minutes", 0.0))
-    averaging = None
-    if tr.average_last:
-        averaging = CheckpointAveraging(
-            out / CHECKPOINT_DIR,
-            keep=tr.average_last,
-            every_n_minutes=tr.checkpoint_minutes,
-            average_at_end=False,
-            checkpoints=record.get("averaging", ()),
-            write=chief,
-            # The files of the state before the newest, if that one is bad.
-            spare=1,
-        )
-    snapshots = None
-    if tr.snapshot_minutes and chief:
-        snapshots = Snapshots(
-            out / SNAPSHOT_DIR,
-            tr.snapshot_minutes,
-            elapsed_minutes=record.get("minutes", 0.0),
-            saved={float(m): s for m, s in record.get("snapshots", {}).items()},
-            averaging=averaging,
-        )
     log = _Log(history, per_step=tr.strategy == "multi_worker")
-
-    def state_record() -> dict:
-        return {
-            "batches_per_epoch": stats.batches,
-            "history": log.history,
-            "minutes": budget.elapsed_minutes,
-            "averaging": averaging.checkpoints if averaging else [],
-            "snapshots": snapshots.saved if snapshots else {},
-        }
-
-    states = StateCheckpoints(
-        out / STATE_DIR, tr.checkpoint_minutes, state_record, write=chief
+    kept = max(tr.average_last, 1)
+    checkpoints = Checkpoints(
+        out / CHECKPOINT_DIR,
+        tr.checkpoint_minutes,
+        # The averaged ones, and one to fall back to if the newest is bad.
+        keep=kept + 1,
+        record=lambda: {"batches_per_epoch": stats.batches, "history": log.history},
+        snapshot_minutes=tr.snapshot_minutes,
+        snapshot_dir=out / SNAPSHOT_DIR,
+        snapshot_keep=kept,
+        elapsed_minutes=record.get("minutes", 0.0),
+        snapshots=record.get("snapshots"),
+        write=chief,
     )
-    # The state last: its record then lists the files the others just wrote.
-    callbacks = [budget, log, *(c for c in (averaging, snapshots) if c), states]
+    # Last: its record holds the epoch the log has just added.
+    callbacks = [budget, log, checkpoints]
 
     start = time.monotonic()
     if tr.strategy == "multi_worker":
@@ -318,15 +295,19 @@ def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
         callbacks.append(keras.callbacks.TensorBoard(str(out / LOG_DIR)))
         _fit(model, stream, done, stats.batches, valid, callbacks, budget, tr, verbose)
     minutes = (time.monotonic() - start) / 60
+    steps = int(model.optimizer.iterations.numpy())
+    averaged = checkpoints.checkpoints[-tr.average_last :] if tr.average_last else []
     if chief:  # (the other workers of a multi-worker run write nothing)
-        if averaging is not None and averaging.checkpoints:
-            average_checkpoints(model, averaging.checkpoints)
+        if averaged:
+            average_checkpoints(model, averaged)
         save_model_atomically(model, out / MODEL_FILE)
         # Each snapshot becomes a model directory `evaluate` can read.
         for folder in sorted((out / SNAPSHOT_DIR).glob("minute_*")):
+            if not (folder / MODEL_FILE).exists():
+                write_snapshot_model(model, folder)
             tokenizer.save(folder / TOKENIZER_DIR)
     return {
-        "steps": int(model.optimizer.iterations.numpy()),
+        "steps": steps,
         "minutes": round(budget.elapsed_minutes, 2),
         "minutes_this_run": round(minutes, 2),
         "resumed_from_step": resumed_from,
@@ -336,7 +317,7 @@ def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
         },
         "parameters": int(model.count_params()),
         "vocab_size": tokenizer.vocab_size,
-        "averaged_checkpoints": len(averaging.checkpoints) if averaging else 0,
+        "averaged_checkpoints": len(averaged),
         "stopped_by_budget": budget.stopped,
     }
 

@@ -1,11 +1,13 @@
-"""The training recipe: optimizer, mixed precision, checkpoint averaging,
-time and step budgets, snapshots, and distribution."""
+"""The training recipe: optimizer, mixed precision, checkpoints (resuming,
+averaging, snapshots), time and step budgets, and distribution."""
 
-from keras_transformer.training.averaging import (
-    CheckpointAveraging,
-    average_checkpoints,
-)
+from keras_transformer.training.averaging import average_checkpoints
 from keras_transformer.training.budget import TrainingBudget
+from keras_transformer.training.checkpoints import (
+    Checkpoints,
+    restore_latest,
+    write_snapshot_model,
+)
 from keras_transformer.training.distributed import (
     build_for_fit,
     fit_distributed,
@@ -14,17 +16,17 @@ from keras_transformer.training.distributed import (
 )
 from keras_transformer.training.optimizers import transformer_optimizer
 from keras_transformer.training.precision import set_mixed_precision
-from keras_transformer.training.snapshots import Snapshots
 
 __all__ = [
-    "CheckpointAveraging",
-    "Snapshots",
+    "Checkpoints",
     "TrainingBudget",
     "average_checkpoints",
     "build_for_fit",
     "fit_distributed",
     "is_chief",
     "make_strategy",
+    "restore_latest",
     "set_mixed_precision",
     "transformer_optimizer",
+    "write_snapshot_model",
 ]

@@ -152,8 +152,6 @@ def fit_distributed(
     steps: int,
     strategy: tf.distribute.Strategy | None = None,
     pad_id: int = 0,
-    checkpoint_path: str | None = None,
-    checkpoint_every: int | None = None,
     callbacks: Sequence[keras.callbacks.Callback] = (),
 ) -> list[float]:
     """Trains `steps` steps with a custom train step under any strategy.
@@ -189,17 +187,13 @@ def fit_distributed(
         strategy: the strategy; defaults to the current one
             (`tf.distribute.get_strategy()`).
         pad_id: target id of padding, left out of the loss.
-        checkpoint_path: a `*.weights.h5` file. If given, the chief alone
-            (see `is_chief`) saves the model's weights there every
-            `checkpoint_every` steps and after the last step; the other
-            workers hold the same values and write nothing.
-        checkpoint_every: steps between checkpoints; only at the end if
-            `None`.
         callbacks: Keras callbacks, called as `fit` calls them at the
             beginning and end of training and after each step (with the
             step's `loss` in `logs`); one that sets `model.stop_training`
             ends the loop after that step. Every worker calls them, so their
             decisions must agree across workers (count steps, not minutes).
+            `Checkpoints(..., write=is_chief(strategy))` saves the training
+            state.
 
     Training continues from the optimizer's step count: a model and
     optimizer restored at step `s` train steps `s + 1` to `steps`, with the
@@ -227,8 +221,6 @@ def fit_distributed(
     (2, True)
     """
     check_positive_int("steps", steps)
-    if checkpoint_every is not None:
-        check_positive_int("checkpoint_every", checkpoint_every)
     strategy = strategy or tf.distribute.get_strategy()
     # The optimizer's variables (its step count from the start) belong to
     # the strategy it was created under.
@@ -240,11 +232,6 @@ def fit_distributed(
             "The optimizer must be created inside `strategy.scope()`, like "
             "the model. Received an optimizer created under a different "
             "strategy."
-        )
-    if checkpoint_path is not None and not checkpoint_path.endswith(".weights.h5"):
-        raise ValueError(
-            "checkpoint_path must end in '.weights.h5'. "
-            f"Received: checkpoint_path={checkpoint_path!r}"
         )
     with strategy.scope():
         if not model.built:
@@ -278,17 +265,12 @@ def fit_distributed(
         return strategy.reduce(tf.distribute.ReduceOp.SUM, shares, axis=None)
 
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
-    chief = is_chief(strategy)
     callbacks = keras.callbacks.CallbackList(list(callbacks), model=model)
     model.stop_training = False
     callbacks.on_train_begin()
     losses = []
     for step in range(int(optimizer.iterations.numpy()) + 1, steps + 1):
         losses.append(float(train_step(iterator)))
-        due = step == steps or (checkpoint_every and step % checkpoint_every == 0)
-        if checkpoint_path and chief and due:
-            model.save_weights(checkpoint_path, overwrite=True)
-            logger.info("Step %d: saved %s", step, checkpoint_path)
         callbacks.on_train_batch_end(step - 1, {"loss": losses[-1]})
         if model.stop_training:
             break

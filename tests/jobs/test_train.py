@@ -5,11 +5,13 @@ import json
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 import yaml
 
 from keras_transformer.config import config_from_dict
 from keras_transformer.jobs.run_dir import load_trained
 from keras_transformer.jobs.train import train_from_config
+from keras_transformer.training.checkpoints import checkpoint_prefixes
 
 SOURCES = ["one cat", "two cats", "three dogs", "a dog", "four birds", "one bird"]
 TARGETS = ["eine Katze", "zwei Katzen", "drei Hunde", "ein Hund", "vier Vögel"]
@@ -91,8 +93,11 @@ def test_a_finished_run_trains_on_to_a_larger_budget_as_one_longer_run(tmp_path)
     assert summary["steps"] == longer["steps"] == 12
     # One history entry per epoch, as in the longer run, though the first
     # run stopped inside an epoch and logged it.
-    state = np.load(sorted((out / "state").glob("*.npz"))[0])
-    per_epoch = json.loads(state["record"].tobytes())["batches_per_epoch"]
+    state = checkpoint_prefixes(out / "checkpoints")[-1]
+    record = tf.train.load_checkpoint(state).get_tensor(
+        "record/.ATTRIBUTES/VARIABLE_VALUE"
+    )
+    per_epoch = json.loads(record)["batches_per_epoch"]
     assert 6 % per_epoch and len(first["history"]["loss"]) == -(-6 // per_epoch)
     assert len(summary["history"]["loss"]) == len(longer["history"]["loss"])
     # The same weights as one run of 12 steps.
@@ -129,3 +134,15 @@ def test_a_run_of_another_recipe_is_refused_also_beside_a_new_budget(tmp_path):
         run_status(out, other)
     (out / "summary.json").write_text(json.dumps({"steps": 1}))  # unfinished
     assert run_status(out, longer) == "resume"
+
+
+def test_an_unfinished_run_of_the_npz_state_is_refused_not_restarted(tmp_path):
+    from keras_transformer.jobs.run_dir import RunError, run_status
+
+    recipe = _config(tmp_path).to_dict()
+    out = tmp_path / "run"
+    (out / "state").mkdir(parents=True)
+    (out / "config.yaml").write_text(yaml.safe_dump(recipe))
+    (out / "state" / "state-000000004.npz").write_bytes(b"")
+    with pytest.raises(RunError, match=r"earlier version.*--overwrite"):
+        run_status(out, recipe)

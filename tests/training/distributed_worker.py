@@ -117,13 +117,22 @@ def train_fit(strategy):
     return [float(value) for value in history.history["loss"]]
 
 
-def train_custom(strategy, checkpoint_path=None):
-    """Per-step losses of `fit_distributed` under `strategy`, and the model."""
-    from keras_transformer.training.distributed import fit_distributed
+def train_custom(strategy, checkpoint_dir=None):
+    """Per-step losses of `fit_distributed` under `strategy`, and the model.
+
+    With `checkpoint_dir`, the chief writes the training state there when
+    training ends (`Checkpoints`); the other workers write nothing.
+    """
+    from keras_transformer.training.checkpoints import Checkpoints
+    from keras_transformer.training.distributed import fit_distributed, is_chief
 
     with strategy.scope():
         model = tiny_model()
         loss, optimizer = loss_and_optimizer()
+        model.compile(optimizer=optimizer, loss=loss)
+    callbacks = []
+    if checkpoint_dir:
+        callbacks.append(Checkpoints(checkpoint_dir, 1e9, write=is_chief(strategy)))
     losses = fit_distributed(
         model,
         toy_dataset(),
@@ -131,12 +140,12 @@ def train_custom(strategy, checkpoint_path=None):
         optimizer,
         steps=STEPS,
         strategy=strategy,
-        checkpoint_path=checkpoint_path,
+        callbacks=callbacks,
     )
     return losses, model
 
 
-def main(mode, out_path, checkpoint_path=None):
+def main(mode, out_path, checkpoint_dir=None):
     import tensorflow as tf
 
     from keras_transformer.training.distributed import is_chief, make_strategy
@@ -154,7 +163,7 @@ def main(mode, out_path, checkpoint_path=None):
     elif mode == "multi_worker":
         strategy = make_strategy("multi_worker")
         result = {
-            "losses": train_custom(strategy, checkpoint_path)[0],
+            "losses": train_custom(strategy, checkpoint_dir)[0],
             "replicas": strategy.num_replicas_in_sync,
             "chief": is_chief(strategy),
         }

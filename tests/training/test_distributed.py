@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_transformer.training.checkpoints import checkpoint_prefixes, restore_latest
 from keras_transformer.training.distributed import (
     fit_distributed,
     is_chief,
@@ -48,10 +49,10 @@ worker = _load_worker()
 
 @pytest.fixture(scope="module")
 def custom_run(tmp_path_factory):
-    """`fit_distributed` on one device: (losses, model, checkpoint path)."""
-    path = str(tmp_path_factory.mktemp("custom") / "model.weights.h5")
-    losses, model = worker.train_custom(tf.distribute.get_strategy(), path)
-    return losses, model, path
+    """`fit_distributed` on one device: (losses, model, checkpoint folder)."""
+    folder = str(tmp_path_factory.mktemp("custom") / "checkpoints")
+    losses, model = worker.train_custom(tf.distribute.get_strategy(), folder)
+    return losses, model, folder
 
 
 @pytest.fixture(scope="module")
@@ -155,13 +156,16 @@ def test_fit_distributed_matches_model_fit(custom_losses, fit_losses):
 
 
 @pytest.mark.slow
-def test_fit_distributed_saves_the_trained_weights_on_the_chief(custom_run):
-    _, model, path = custom_run
+def test_fit_distributed_writes_the_training_state_through_callbacks(custom_run):
+    _, model, folder = custom_run
     restored = worker.tiny_model()
     inputs, _ = next(iter(worker.toy_dataset()))
     assert not np.allclose(model(inputs), restored(inputs))
-    restored.load_weights(path)
+    restored.compile(optimizer=worker.loss_and_optimizer()[1], loss="mse")
+    restored.optimizer.build(restored.trainable_variables)
+    restore_latest(folder, restored)
     np.testing.assert_array_equal(model(inputs), restored(inputs))
+    assert int(restored.optimizer.iterations.numpy()) == worker.STEPS
 
 
 def test_fit_distributed_argument_errors():
@@ -170,10 +174,6 @@ def test_fit_distributed_argument_errors():
     dataset = worker.toy_dataset()
     with pytest.raises(ValueError, match="steps=0"):
         fit_distributed(model, dataset, loss, optimizer, steps=0)
-    with pytest.raises(ValueError, match="weights.h5"):
-        fit_distributed(
-            model, dataset, loss, optimizer, steps=1, checkpoint_path="model.keras"
-        )
     strategy = make_strategy("mirrored", devices=["/cpu:0"])
     with pytest.raises(ValueError, match="inside `strategy.scope\\(\\)`"):
         fit_distributed(model, dataset, loss, optimizer, steps=1, strategy=strategy)
@@ -212,7 +212,7 @@ def test_multi_worker_custom_loop_matches_one_process(tmp_path, custom_losses):
                 str(WORKER),
                 "multi_worker",
                 str(tmp_path / f"worker{index}.json"),
-                str(tmp_path / f"worker{index}.weights.h5"),
+                str(tmp_path / f"worker{index}"),
             ]
             processes.append(
                 subprocess.Popen(
@@ -233,8 +233,9 @@ def test_multi_worker_custom_loop_matches_one_process(tmp_path, custom_losses):
     assert [r["replicas"] for r in results] == [2, 2]
     assert [r["chief"] for r in results] == [True, False]
     # Only the chief writes its checkpoint.
-    assert (tmp_path / "worker0.weights.h5").exists()
-    assert not (tmp_path / "worker1.weights.h5").exists()
+    chief = [os.path.basename(p) for p in checkpoint_prefixes(tmp_path / "worker0")]
+    assert chief == [f"ckpt-{worker.STEPS}"]
+    assert not (tmp_path / "worker1").exists()
     losses = [r["losses"] for r in results]
     assert np.all(np.isfinite(losses))
     assert losses[0] == losses[1]  # both hold the same all-reduced value

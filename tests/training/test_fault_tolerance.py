@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 import keras_transformer.models  # noqa: F401 (registers the model to load)
-from keras_transformer.training.state import state_files
+from keras_transformer.training.checkpoints import checkpoint_prefixes
 
 WORKER = Path(__file__).with_name("resume_worker.py")
 TIMEOUT = 240  # seconds per run
@@ -74,8 +74,8 @@ def _env(**extra):
 
 
 def _newest_step(out):
-    files = state_files(out / "state")
-    return int(Path(files[0]).stem.split("-")[1]) if files else -1
+    prefixes = checkpoint_prefixes(out / "checkpoints")
+    return int(prefixes[-1].rsplit("-", 1)[1]) if prefixes else -1
 
 
 def _kill_when_past(processes, out, step):
@@ -116,8 +116,8 @@ def _check_resumed_like(reference, resumed):
 
 
 def _damage_newest_state(out):
-    newest = state_files(out / "state")[0]
-    Path(newest).write_bytes(Path(newest).read_bytes()[:100])
+    index = Path(f"{checkpoint_prefixes(out / 'checkpoints')[-1]}.index")
+    index.write_bytes(index.read_bytes()[:100])
 
 
 @pytest.mark.slow
@@ -255,7 +255,8 @@ class _Interrupt(keras.callbacks.Callback):
     "the start of the epoch of its last backup (its metadata's batch is not "
     "used), so that epoch's finished steps run again: 13 steps instead of 12. "
     "If this passes, Keras fixed it; the training job keeps its own state "
-    "(keras_transformer.training.state) either way, for the dropout seeds.",
+    "(keras_transformer.training.checkpoints) either way, for the dropout "
+    "seeds.",
 )
 def test_integer_save_freq_resumes_at_the_saved_step(tmp_path):
     def fit(callbacks):

@@ -7,9 +7,17 @@ import pytest
 
 from keras_transformer import losses, metrics
 from keras_transformer.schedules import transformer_schedule
-from keras_transformer.training import averaging, optimizers, precision
+from keras_transformer.training import averaging, checkpoints, optimizers, precision
 
-MODULES = [transformer_schedule, losses, metrics, optimizers, precision, averaging]
+MODULES = [
+    transformer_schedule,
+    losses,
+    metrics,
+    optimizers,
+    precision,
+    averaging,
+    checkpoints,
+]
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)

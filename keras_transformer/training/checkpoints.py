@@ -1,0 +1,430 @@
+"""The training state, written on one clock with `tf.train.Checkpoint`.
+
+One mechanism serves three uses. Every `minutes`, and when training ends,
+`Checkpoints` writes `DIRECTORY/ckpt-STEP` through a
+`tf.train.CheckpointManager`. Each checkpoint holds
+
+- the model, restored by object: each variable is found again by the path
+  of attributes that leads to it (`model/encoder/...`), not by its
+  position in a list;
+- its optimizer: step count, moments, loss scale (Keras's optimizer keeps
+  its moments in the order of the model's trainable variables);
+- the dropout layers' seed states, by the layer that owns them (Keras does
+  not make `SeedGenerator`s trackable, so they are named here);
+- a JSON record the caller adds (the training job: its history).
+
+The same files are what a resumed run restores (`restore_latest`), what is
+averaged at the end (`average_checkpoints(model, checkpoints[-5:])`), and
+what a snapshot keeps: at each of `snapshot_minutes` the checkpoint is
+written and the newest `snapshot_keep` are hard-linked into
+`snapshot_dir/minute_M/`, to be averaged into a `model.keras` after training
+(`write_snapshot_model`). Nothing swaps weights in and out of the model
+while it trains.
+
+TensorFlow writes each checkpoint under a temporary name and renames it;
+the manager's `checkpoint` index is replaced atomically. A checkpoint that
+is damaged anyway (a disk error, a truncated copy) is found out when it is
+read, before anything is assigned.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable, Sequence
+
+import keras
+import tensorflow as tf
+
+from keras_transformer.training.atomic import save_model_atomically, write_atomically
+from keras_transformer.training.averaging import average_checkpoints
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_NAME = "ckpt"
+DAMAGED_DIR = "damaged"
+SNAPSHOT_FILE = "snapshot.json"
+_PREFIX = re.compile(rf"^{CHECKPOINT_NAME}-(\d+)\.index$")
+
+# The clock of every schedule here (replaced in tests).
+_clock = time.monotonic
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read, or does not fit the model."""
+
+
+def training_checkpoint(
+    model: keras.Model, record: tf.Variable | None = None
+) -> tf.train.Checkpoint:
+    """A `tf.train.Checkpoint` of `model`, its optimizer, seeds and `record`.
+
+    Args:
+        model: a built model; its optimizer is included when it has one.
+        record: a string `tf.Variable` saved alongside, or `None`.
+
+    Example:
+
+    >>> import tempfile
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> prefix = training_checkpoint(model).write(tempfile.mkdtemp() + "/ckpt")
+    >>> twin = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> status = training_checkpoint(twin).read(prefix)
+    >>> bool((twin.get_weights()[0] == model.get_weights()[0]).all())
+    True
+    """
+    parts = {"model": model, "seeds": _seed_states(model)}
+    if getattr(model, "optimizer", None) is not None:
+        parts["optimizer"] = model.optimizer
+    if record is not None:
+        parts["record"] = record
+    return tf.train.Checkpoint(**parts)
+
+
+def checkpoint_prefixes(directory: str | os.PathLike) -> list[str]:
+    """The checkpoints in `directory`, oldest (lowest step) first."""
+    if not os.path.isdir(directory):
+        return []
+    found = sorted(
+        (int(match.group(1)), name.removesuffix(".index"))
+        for name in os.listdir(directory)
+        if (match := _PREFIX.match(name))
+    )
+    return [os.path.join(os.fspath(directory), name) for _, name in found]
+
+
+def restore(prefix: str, model: keras.Model) -> dict:
+    """Restores the model, optimizer and seeds of checkpoint `prefix`.
+
+    Every value is read (and its checksum checked) before anything is
+    assigned, and a checkpoint that does not fit leaves the model and its
+    optimizer as they were.
+
+    Returns:
+        The checkpoint's record (`{}` when it has none).
+
+    Raises:
+        CheckpointError: `prefix` cannot be read or does not fit the model.
+    """
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        keys = list(reader.get_variable_to_shape_map())
+        for key in keys:
+            reader.get_tensor(key)
+    except (tf.errors.OpError, ValueError, IndexError, OSError) as error:
+        message = " ".join(str(error).split())[:300]
+        raise CheckpointError(f"{prefix}: cannot be read ({message})") from None
+    variables = list(model.variables)
+    if getattr(model, "optimizer", None) is not None:
+        variables += list(model.optimizer.variables)
+    before = [keras.ops.convert_to_numpy(v) for v in variables]
+    record = tf.Variable("", dtype=tf.string, trainable=False)
+    checkpoint = training_checkpoint(model, record)
+    if any(key.startswith("save_counter/") for key in keys):
+        checkpoint.save_counter  # noqa: B018 (created: the manager saves it)
+    try:
+        checkpoint.read(prefix).assert_consumed()
+    except (AssertionError, ValueError, tf.errors.OpError) as error:
+        for variable, value in zip(variables, before, strict=True):
+            variable.assign(value)
+        message = " ".join(str(error).split())[:300]
+        raise CheckpointError(
+            f"{prefix}: does not fit the model {model.name!r} ({message})"
+        ) from None
+    text = record.numpy().decode()
+    return json.loads(text) if text else {}
+
+
+def restore_latest(
+    directory: str | os.PathLike, model: keras.Model, set_aside: bool = True
+) -> dict | None:
+    """Restores the newest checkpoint of `directory` that can be read.
+
+    A damaged one is skipped, with a warning, for the one before it, and
+    moved to `directory/damaged/` (with `set_aside`; `False` on the workers
+    of a multi-worker run that do not write).
+
+    Returns:
+        Its record, or `None` when `directory` holds no checkpoint.
+
+    Raises:
+        CheckpointError: there are checkpoints, and none can be read.
+    """
+    problems = []
+    for prefix in reversed(checkpoint_prefixes(directory)):
+        try:
+            record = restore(prefix, model)
+        except CheckpointError as error:
+            logger.warning("Skipping a damaged training state: %s", error)
+            problems.append(str(error))
+            if set_aside:
+                _set_aside(prefix)
+            continue
+        logger.info("Resuming from %s", prefix)
+        return record
+    if problems:
+        raise CheckpointError(
+            f"no usable training state in {os.fspath(directory)}: "
+            + "; ".join(problems)
+        )
+    return None
+
+
+class Checkpoints(keras.callbacks.Callback):
+    """Writes the training state every `minutes`, at snapshots and at the end.
+
+    One clock, from the first `fit` call (plus `elapsed_minutes` trained
+    before a resume), decides every write. A write due at the last batch
+    of an epoch waits for the epoch's end, so its record holds the epoch's
+    logs. Each checkpoint is `directory/ckpt-STEP` (`training_checkpoint`),
+    with `{**record(), "minutes": ..., "snapshots": ...}` as its record; the
+    manager keeps the `keep` newest.
+
+    Args:
+        directory: where the checkpoints go; created if needed.
+        minutes: minutes between checkpoints (the paper: 10).
+        keep: how many checkpoints to keep: at least the number averaged
+            at the end, plus one to fall back to if the newest is damaged.
+        record: returns a JSON-serializable dict to save with each one.
+        snapshot_minutes: after each of these minutes of training, a
+            checkpoint is written and the newest `snapshot_keep` are kept in
+            `snapshot_dir/minute_M/` for good (`write_snapshot_model` turns
+            them into a model).
+        snapshot_dir: the snapshots' folder (required with
+            `snapshot_minutes`).
+        snapshot_keep: how many checkpoints a snapshot keeps (and averages).
+        elapsed_minutes: minutes trained before (by a run now resumed).
+        snapshots: `{minute: step}` of the snapshots written before.
+        write: `False` on the workers of a multi-worker run that do not
+            write (they hold the same state as the chief; reading it takes
+            no collective operation, so the chief saves alone).
+
+    Example:
+
+    >>> import tempfile, numpy as np
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="adam", loss="mse")
+    >>> folder = tempfile.mkdtemp()
+    >>> checkpoints = Checkpoints(folder, minutes=10, record=lambda: {"a": 1})
+    >>> _ = model.fit(np.zeros((4, 2)), np.zeros((4, 1)), batch_size=2,
+    ...               epochs=2, verbose=0, callbacks=[checkpoints])
+    >>> [os.path.basename(p) for p in checkpoints.checkpoints]
+    ['ckpt-4']
+    >>> sorted(restore_latest(folder, model).items())[0]
+    ('a', 1)
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike,
+        minutes: float,
+        keep: int = 2,
+        record: Callable[[], dict] | None = None,
+        snapshot_minutes: Sequence[float] = (),
+        snapshot_dir: str | os.PathLike | None = None,
+        snapshot_keep: int = 1,
+        elapsed_minutes: float = 0.0,
+        snapshots: dict | None = None,
+        write: bool = True,
+    ) -> None:
+        super().__init__()
+        if minutes <= 0:
+            raise ValueError(f"`minutes` must be > 0. Received: minutes={minutes}")
+        for name, value in (("keep", keep), ("snapshot_keep", snapshot_keep)):
+            if value < 1:
+                raise ValueError(f"`{name}` must be >= 1. Received: {name}={value}")
+        snapshot_minutes = sorted(snapshot_minutes)
+        if any(isinstance(m, bool) or m < 0 for m in snapshot_minutes):
+            raise ValueError(
+                "`snapshot_minutes` must hold numbers >= 0. "
+                f"Received: snapshot_minutes={snapshot_minutes}"
+            )
+        if snapshot_minutes and snapshot_dir is None:
+            raise ValueError("`snapshot_minutes` needs a `snapshot_dir`.")
+        self.directory = os.fspath(directory)
+        self.minutes = minutes
+        self.keep = max(keep, snapshot_keep)
+        self.record = record or dict
+        self.snapshot_minutes = snapshot_minutes
+        self.snapshot_dir = snapshot_dir and os.fspath(snapshot_dir)
+        self.snapshot_keep = snapshot_keep
+        self.elapsed_before = elapsed_minutes
+        self.snapshots = {float(m): int(s) for m, s in (snapshots or {}).items()}
+        self.write = write
+        self._start = None
+        self._last = None  # elapsed minutes at the last write
+        self._due_at_epoch_end = False
+        self._manager = None
+        self._record = None
+
+    @property
+    def checkpoints(self) -> list[str]:
+        """The checkpoints on disk, oldest first (their prefixes)."""
+        return checkpoint_prefixes(self.directory) if self.write else []
+
+    def elapsed_minutes(self) -> float:
+        """Minutes trained: before a resume, and since the first `fit`."""
+        if self._start is None:
+            return self.elapsed_before
+        return self.elapsed_before + (_clock() - self._start) / 60
+
+    def on_train_begin(self, logs=None):
+        if self._start is None:
+            self._start = _clock()
+            self._last = self.elapsed_before
+        self._due_at_epoch_end = False
+        if self.write:  # a snapshot written just before a crash, finished
+            for minute, step in self.snapshots.items():
+                if not os.path.exists(self._snapshot_file(minute)):
+                    self._keep_snapshot(minute, step)
+
+    def on_train_batch_end(self, batch, logs=None):
+        elapsed = self.elapsed_minutes()
+        if self._due(elapsed):
+            if batch + 1 == (self.params or {}).get("steps"):
+                self._due_at_epoch_end = True
+            else:
+                self.save(elapsed)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self._due_at_epoch_end:
+            self._due_at_epoch_end = False
+            self.save()
+
+    def on_train_end(self, logs=None):
+        self.save()
+
+    def save(self, elapsed: float | None = None) -> None:
+        """Writes a checkpoint now, and the snapshots that are due.
+
+        Args:
+            elapsed: the minutes trained now, if just read off the clock.
+        """
+        if elapsed is None:
+            elapsed = self.elapsed_minutes()
+        self._last = elapsed
+        if not self.write:
+            return
+        step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+        due = [m for m in self.snapshot_minutes if m not in self.snapshots]
+        due = [m for m in due if elapsed >= m]
+        for minute in due:
+            self.snapshots[minute] = step
+        record = {
+            **self.record(),
+            "minutes": elapsed,
+            "snapshots": {f"{m:g}": s for m, s in self.snapshots.items()},
+        }
+        manager = self._get_manager()
+        self._record.assign(json.dumps(record))
+        manager.save(checkpoint_number=step)
+        for minute in due:
+            self._keep_snapshot(minute, step)
+
+    def _due(self, elapsed: float) -> bool:
+        if elapsed - self._last >= self.minutes:
+            return True
+        due = (m for m in self.snapshot_minutes if m not in self.snapshots)
+        return any(elapsed >= m for m in due)
+
+    def _get_manager(self) -> tf.train.CheckpointManager:
+        if self._manager is None:
+            self._record = tf.Variable("", dtype=tf.string, trainable=False)
+            self._manager = tf.train.CheckpointManager(
+                training_checkpoint(self.model, self._record),
+                self.directory,
+                max_to_keep=self.keep,
+                checkpoint_name=CHECKPOINT_NAME,
+            )
+        return self._manager
+
+    def _snapshot_file(self, minute: float) -> str:
+        return os.path.join(self.snapshot_dir, f"minute_{minute:g}", SNAPSHOT_FILE)
+
+    def _keep_snapshot(self, minute: float, step: int) -> None:
+        """Hard-links the newest `snapshot_keep` checkpoints up to `step`."""
+        suffix = f"-{step}"
+        kept = [p for p in self.checkpoints if int(p.rsplit("-", 1)[1]) <= step]
+        kept = kept[-self.snapshot_keep :]
+        if not kept or not kept[-1].endswith(suffix):
+            logger.warning("Snapshot after %g minutes: no checkpoint left.", minute)
+            return
+        folder = os.path.dirname(self._snapshot_file(minute))
+        os.makedirs(folder, exist_ok=True)
+        for prefix in kept:
+            for name in os.listdir(self.directory):
+                if name.startswith(os.path.basename(prefix) + "."):
+                    target = os.path.join(folder, name)
+                    if os.path.exists(target):
+                        os.remove(target)
+                    _link_or_copy(os.path.join(self.directory, name), target)
+        info = {
+            "minutes": minute,
+            "step": step,
+            "checkpoints": [os.path.basename(p) for p in kept],
+        }
+        text = (json.dumps(info) + "\n").encode()
+        write_atomically(self._snapshot_file(minute), lambda f: f.write(text))
+        logger.info("Snapshot after %g minutes (step %d).", minute, step)
+
+
+def write_snapshot_model(model: keras.Model, folder: str | os.PathLike) -> str:
+    """Averages a snapshot's checkpoints into `model`; saves `model.keras`.
+
+    Args:
+        model: a model of the run's architecture; its weights are replaced.
+        folder: a snapshot folder written by `Checkpoints` (`minute_30`).
+
+    Returns:
+        The path of the saved model.
+    """
+    folder = os.fspath(folder)
+    with open(os.path.join(folder, SNAPSHOT_FILE), encoding="utf-8") as f:
+        info = json.load(f)
+    average_checkpoints(model, [os.path.join(folder, n) for n in info["checkpoints"]])
+    path = os.path.join(folder, "model.keras")
+    save_model_atomically(model, path)
+    return path
+
+
+def _seed_states(model: keras.Model) -> dict:
+    """The model's random-seed variables, named by the layer that owns them.
+
+    A seed variable's path is `MODEL/LAYER/.../seed_generator_N/...`; the
+    model's name and `N` depend on what else the process built, so the key
+    is the owner's path alone (`encoder.layer_0`), numbered when one
+    owner has several.
+    """
+    weights = {id(v) for v in model.weights}
+    metrics = {id(v) for v in getattr(model, "metrics_variables", [])}
+    states = {}
+    for variable in model.variables:
+        if id(variable) in weights or id(variable) in metrics:
+            continue
+        owner = ".".join(variable.path.split("/")[1:-2]) or "model"
+        key, n = owner, 1
+        while key in states:
+            key, n = f"{owner}_{n}", n + 1
+        states[key] = variable
+    return states
+
+
+def _set_aside(prefix: str) -> None:
+    """Moves the files of checkpoint `prefix` into `damaged/` beside it."""
+    directory, name = os.path.split(prefix)
+    damaged = os.path.join(directory, DAMAGED_DIR)
+    os.makedirs(damaged, exist_ok=True)
+    for file in os.listdir(directory):
+        if file.startswith(name + "."):
+            os.replace(os.path.join(directory, file), os.path.join(damaged, file))
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # a file system without hard links
+        shutil.copyfile(source, target)

@@ -1,0 +1,225 @@
+"""The training state: everything exact resuming needs, on one clock."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.models import Transformer
+from keras_transformer.training import average_checkpoints, checkpoints
+from keras_transformer.training.checkpoints import (
+    CheckpointError,
+    Checkpoints,
+    checkpoint_prefixes,
+    restore,
+    restore_latest,
+    training_checkpoint,
+    write_snapshot_model,
+)
+
+
+def _model(seed=0, num_layers=1):
+    keras.utils.set_random_seed(seed)
+    model = Transformer(
+        vocab_size=20, num_layers=num_layers, d_model=8, num_heads=2, d_ff=16
+    )
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+    model.build()
+    model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def _values(model):
+    return [keras.ops.convert_to_numpy(v) for v in model.variables] + [
+        keras.ops.convert_to_numpy(v) for v in model.optimizer.variables
+    ]
+
+
+def _train_a_step(model):
+    # An optimizer update and dropout draws change weights, moments, the
+    # step and the dropout layers' seed states.
+    ids = np.array([[5, 6, 7, 3]], "int32")
+    with tf.GradientTape() as tape:
+        logits = model((ids, ids), training=True)
+        loss = keras.ops.mean(logits**2)
+    grads = tape.gradient(loss, model.trainable_variables)
+    model.optimizer.apply(grads, model.trainable_variables)
+
+
+def _save(model, directory, step, record):
+    text = tf.Variable(json.dumps(record), dtype=tf.string)
+    return training_checkpoint(model, text).write(
+        os.path.join(directory, f"ckpt-{step}")
+    )
+
+
+def test_round_trip_restores_weights_moments_step_and_seeds(tmp_path):
+    model = _model()
+    _train_a_step(model)
+    seeds = [v for v in model.variables if "seed_generator" in v.path]
+    assert seeds, "the model has dropout seed states"
+    prefix = _save(model, tmp_path, 1, {"history": {"loss": [1.5]}})
+    saved = _values(model)
+    # Into a second model of the same recipe (other auto-generated names),
+    # whose weights, moments and seeds have all moved on.
+    twin = _model(seed=1)
+    _train_a_step(twin)
+    _train_a_step(twin)
+    moved = zip(saved, _values(twin), strict=True)
+    assert all(not np.array_equal(a, b) for a, b in moved if a.size > 1)
+    assert restore(prefix, twin) == {"history": {"loss": [1.5]}}
+    for a, b in zip(saved, _values(twin), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert int(twin.optimizer.iterations.numpy()) == 1
+
+
+def test_a_damaged_checkpoint_changes_nothing(tmp_path):
+    model = _model()
+    prefix = _save(model, tmp_path, 1, {})
+    data = f"{prefix}.data-00000-of-00001"
+    content = open(data, "rb").read()
+    open(data, "wb").write(content[: len(content) // 2])  # truncated
+    _train_a_step(model)
+    before = _values(model)
+    with pytest.raises(CheckpointError, match="cannot be read"):
+        restore(prefix, model)
+    for a, b in zip(before, _values(model), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_another_models_checkpoint_is_refused_and_changes_nothing(tmp_path):
+    prefix = _save(_model(num_layers=2), tmp_path, 1, {})
+    model = _model(seed=3)
+    before = _values(model)
+    with pytest.raises(CheckpointError, match="does not fit the model"):
+        restore(prefix, model)
+    for a, b in zip(before, _values(model), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_restore_falls_back_past_a_damaged_newest_one(tmp_path, caplog):
+    model = _model()
+    for step in (1, 2, 10):
+        _save(model, tmp_path, step, {"step": step})
+    names = [os.path.basename(p) for p in checkpoint_prefixes(tmp_path)]
+    assert names == ["ckpt-1", "ckpt-2", "ckpt-10"]  # by step, not by name
+    open(tmp_path / "ckpt-10.index", "wb").write(b"not a checkpoint")
+    assert restore_latest(tmp_path, model) == {"step": 2}
+    assert "Skipping a damaged training state" in caplog.text
+    # Set aside, not deleted, and no longer among the checkpoints.
+    assert sorted(os.listdir(tmp_path / "damaged")) == [
+        "ckpt-10.data-00000-of-00001",
+        "ckpt-10.index",
+    ]
+    assert checkpoint_prefixes(tmp_path)[-1].endswith("ckpt-2")
+    for step in (1, 2):
+        open(tmp_path / f"ckpt-{step}.index", "wb").write(b"")
+    with pytest.raises(CheckpointError, match="no usable training state"):
+        restore_latest(tmp_path, model)
+    assert restore_latest(tmp_path / "none", model) is None
+
+
+class _Clock:
+    """A clock that advances `step` seconds each time it is read."""
+
+    def __init__(self, step):
+        self.step, self.now = step, 0.0
+
+    def __call__(self):
+        self.now += self.step
+        return self.now
+
+
+def _dense():
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    return model
+
+
+X, Y = np.arange(16.0).reshape(8, 2) / 10, np.ones((8, 1))
+
+
+def test_callback_writes_on_its_clock_and_keeps_the_newest(tmp_path, monkeypatch):
+    # Each clock read is 30 s on.
+    monkeypatch.setattr(checkpoints, "_clock", _Clock(30.0))
+    records = []
+    callback = Checkpoints(
+        tmp_path, minutes=1, keep=2, record=lambda: records.append(1) or {}
+    )
+    _dense().fit(X, Y, batch_size=2, verbose=0, callbacks=[callback])
+    names = [os.path.basename(p) for p in callback.checkpoints]
+    # Due after steps 2 (a minute in) and 4 (a minute after that write),
+    # the epoch's end, and written again at the end of training.
+    assert names == ["ckpt-2", "ckpt-4"]
+    assert len(records) == 3
+
+
+def test_a_write_due_at_an_epochs_last_batch_waits_for_its_logs(tmp_path):
+    seen = []
+
+    class Log(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            seen.append(epoch)
+
+    callback = Checkpoints(
+        tmp_path, minutes=1e-9, record=lambda: {"epochs_logged": len(seen)}
+    )
+    _dense().fit(X, Y, batch_size=4, epochs=2, verbose=0, callbacks=[Log(), callback])
+    # Step 2 ends epoch 1: written after its logs, as is the end (step 4).
+    assert restore(callback.checkpoints[-1], _dense())["epochs_logged"] == 2
+
+
+def test_invalid_arguments_are_named(tmp_path):
+    for kwargs, name in (
+        ({"minutes": 0}, "minutes"),
+        ({"minutes": 1, "keep": 0}, "keep"),
+        ({"minutes": 1, "snapshot_minutes": [-1]}, "snapshot_minutes"),
+        ({"minutes": 1, "snapshot_minutes": [1]}, "snapshot_dir"),
+    ):
+        with pytest.raises(ValueError, match=name):
+            Checkpoints(tmp_path, **kwargs)
+
+
+def test_a_snapshot_is_the_average_training_would_end_with(tmp_path, monkeypatch):
+    def train(callbacks):
+        keras.utils.set_random_seed(0)
+        model = _dense()
+        model.fit(X, Y, batch_size=2, epochs=1, verbose=0, callbacks=callbacks)
+        return model
+
+    plain = train([])
+    # A minute per clock read: 1 at the first batch's end, then 2, 3, 4.
+    monkeypatch.setattr(checkpoints, "_clock", _Clock(60.0))
+    callback = Checkpoints(
+        tmp_path / "checkpoints",
+        minutes=2,
+        keep=2,
+        snapshot_minutes=[3],
+        snapshot_dir=tmp_path / "snapshots",
+        snapshot_keep=2,
+    )
+    model = train([callback])
+    folder = tmp_path / "snapshots" / "minute_3"
+    info = json.loads((folder / "snapshot.json").read_text())
+    # Minute 2 (step 2: a checkpoint), minute 3 (step 3: the snapshot).
+    assert info == {"minutes": 3, "step": 3, "checkpoints": ["ckpt-2", "ckpt-3"]}
+    # Kept by the snapshot after the callback's own copy of step 2 went.
+    assert not (tmp_path / "checkpoints" / "ckpt-2.index").exists()
+    twin = _dense()
+    average_checkpoints(twin, [folder / "ckpt-2", folder / "ckpt-3"])
+    expected = twin.get_weights()
+    saved = keras.models.load_model(write_snapshot_model(_dense(), folder))
+    for a, b in zip(saved.get_weights(), expected, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    twin = _dense()
+    average_checkpoints(twin, [folder / "ckpt-3"])
+    assert not np.allclose(saved.get_weights()[0], twin.get_weights()[0])
+    # Training went on untouched: the same as without snapshots.
+    for a, b in zip(model.get_weights(), plain.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    # The snapshot is in the record, so a resumed run does not take it again.
+    record = restore(callback.checkpoints[-1], _dense())
+    assert record["snapshots"] == {"3": 3}
