@@ -45,6 +45,9 @@ class _TokenMean(keras.metrics.Metric):
         """The weighted mean of the token values; 0 before any real token."""
         return ops.divide_no_nan(self._sum, self.count)
 
+    def get_config(self) -> dict:
+        return {**super().get_config(), "pad_id": self.pad_id}
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MaskedAccuracy(_TokenMean):
@@ -101,9 +104,6 @@ class MaskedAccuracy(_TokenMean):
 
     def result(self):
         return self.mean()
-
-    def get_config(self) -> dict:
-        return {"pad_id": self.pad_id, "name": self.name, "dtype": self.dtype}
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -172,9 +172,4 @@ class Perplexity(_TokenMean):
         return ops.exp(self.mean())
 
     def get_config(self) -> dict:
-        return {
-            "pad_id": self.pad_id,
-            "from_logits": self.from_logits,
-            "name": self.name,
-            "dtype": self.dtype,
-        }
+        return {**super().get_config(), "from_logits": self.from_logits}
