@@ -11,8 +11,46 @@ from keras_transformer.losses import (
 )
 
 
+class _TokenMean(keras.metrics.Metric):
+    """Base of the metrics: the weighted mean of a value per real token.
+
+    The state is two sums over every batch seen since the last reset: the
+    subclass's `token_values` times the token weights (a variable named
+    `sum_name`), and the weights. Padding has weight 0; `sample_weight`, if
+    given, weighs the tokens, `(batch_size,)` or `(batch_size, seq_len)`.
+    """
+
+    def __init__(self, pad_id, sum_name, name, dtype):
+        super().__init__(name=name, dtype=dtype)
+        self.pad_id = pad_id
+        self._sum = self.add_variable(
+            shape=(), initializer="zeros", dtype=self.dtype, name=sum_name
+        )
+        self.count = self.add_variable(
+            shape=(), initializer="zeros", dtype=self.dtype, name="count"
+        )
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true, y_pred = _standardize(y_true, y_pred)
+        weights = _token_weights(y_true, self.pad_id, sample_weight)
+        values = self.token_values(y_true, y_pred)
+        self._sum.assign_add(ops.cast(ops.sum(values * weights), self.dtype))
+        self.count.assign_add(ops.cast(ops.sum(weights), self.dtype))
+
+    def token_values(self, y_true, y_pred):
+        """The value of each target token, `(batch_size, seq_len)`."""
+        raise NotImplementedError
+
+    def mean(self):
+        """The weighted mean of the token values; 0 before any real token."""
+        return ops.divide_no_nan(self._sum, self.count)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "pad_id": self.pad_id}
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class MaskedAccuracy(keras.metrics.Metric):
+class MaskedAccuracy(_TokenMean):
     """Fraction of real (non-padding) target tokens predicted by the argmax.
 
     The state is two sums over every batch seen since the last reset: correct
@@ -53,32 +91,23 @@ class MaskedAccuracy(keras.metrics.Metric):
     def __init__(
         self, pad_id: int = 0, name: str = "masked_accuracy", dtype="float32"
     ) -> None:
-        super().__init__(name=name, dtype=dtype)
-        self.pad_id = pad_id
-        self.correct = self.add_variable(
-            shape=(), initializer="zeros", dtype=self.dtype, name="correct"
-        )
-        self.count = self.add_variable(
-            shape=(), initializer="zeros", dtype=self.dtype, name="count"
-        )
+        super().__init__(pad_id, "correct", name=name, dtype=dtype)
 
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        y_true, y_pred = _standardize(y_true, y_pred)
-        weights = _token_weights(y_true, self.pad_id, sample_weight)
+    @property
+    def correct(self):
+        """The state: the weighted sum of the correctly predicted tokens."""
+        return self._sum
+
+    def token_values(self, y_true, y_pred):
         predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
-        hits = ops.cast(ops.equal(predicted, y_true), "float32")
-        self.correct.assign_add(ops.cast(ops.sum(hits * weights), self.dtype))
-        self.count.assign_add(ops.cast(ops.sum(weights), self.dtype))
+        return ops.cast(ops.equal(predicted, y_true), "float32")
 
     def result(self):
-        return ops.divide_no_nan(self.correct, self.count)
-
-    def get_config(self) -> dict:
-        return {"pad_id": self.pad_id, "name": self.name, "dtype": self.dtype}
+        return self.mean()
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Perplexity(keras.metrics.Metric):
+class Perplexity(_TokenMean):
     """exp of the mean unsmoothed cross-entropy per real target token.
 
     The state is two sums over every batch seen since the last reset: the
@@ -125,33 +154,22 @@ class Perplexity(keras.metrics.Metric):
         name: str = "perplexity",
         dtype="float32",
     ) -> None:
-        super().__init__(name=name, dtype=dtype)
-        self.pad_id = pad_id
+        super().__init__(pad_id, "total", name=name, dtype=dtype)
         self.from_logits = from_logits
-        self.total = self.add_variable(
-            shape=(), initializer="zeros", dtype=self.dtype, name="total"
-        )
-        self.count = self.add_variable(
-            shape=(), initializer="zeros", dtype=self.dtype, name="count"
-        )
 
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        y_true, y_pred = _standardize(y_true, y_pred)
-        weights = _token_weights(y_true, self.pad_id, sample_weight)
+    @property
+    def total(self):
+        """The state: the weighted sum of the tokens' cross-entropies."""
+        return self._sum
+
+    def token_values(self, y_true, y_pred):
         log_probs = _log_probabilities(y_pred, self.from_logits)
         nll = _target_nll(y_true, log_probs, self.pad_id)
         # where, not only a product: whatever the logits at padding, 0 there.
-        nll = ops.where(ops.equal(y_true, self.pad_id), 0.0, nll)
-        self.total.assign_add(ops.cast(ops.sum(nll * weights), self.dtype))
-        self.count.assign_add(ops.cast(ops.sum(weights), self.dtype))
+        return ops.where(ops.equal(y_true, self.pad_id), 0.0, nll)
 
     def result(self):
-        return ops.exp(ops.divide_no_nan(self.total, self.count))
+        return ops.exp(self.mean())
 
     def get_config(self) -> dict:
-        return {
-            "pad_id": self.pad_id,
-            "from_logits": self.from_logits,
-            "name": self.name,
-            "dtype": self.dtype,
-        }
+        return {**super().get_config(), "from_logits": self.from_logits}

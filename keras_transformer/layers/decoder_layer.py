@@ -134,10 +134,7 @@ class DecoderLayer(TransformerLayer):
                 x, scores["cross_attention"] = x
             x = self.add_norm(self.cross_attention_norm, residual, x, training)
         # Position-wise feed-forward
-        residual = x
-        x = self.pre_norm(self.feed_forward_norm, x)
-        x = self.feed_forward(x, training=training)
-        x = self.add_norm(self.feed_forward_norm, residual, x, training)
+        x = self.feed_forward_sublayer(x, training)
         if cache is not None:
             return x, (self_cache, cross_cache)
         return (x, scores) if return_attention_scores else x

@@ -76,10 +76,7 @@ class EncoderLayer(TransformerLayer):
         x, scores = x if return_attention_scores else (x, None)
         x = self.add_norm(self.self_attention_norm, residual, x, training)
         # Position-wise feed-forward
-        residual = x
-        x = self.pre_norm(self.feed_forward_norm, x)
-        x = self.feed_forward(x, training=training)
-        x = self.add_norm(self.feed_forward_norm, residual, x, training)
+        x = self.feed_forward_sublayer(x, training)
         return (x, scores) if return_attention_scores else x
 
     def compute_output_shape(self, input_shape):

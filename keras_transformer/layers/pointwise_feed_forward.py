@@ -4,7 +4,11 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.initializers import clone_initializer
-from keras_transformer.validation import check_positive_int, check_rate
+from keras_transformer.validation import (
+    check_positive_int,
+    check_rate,
+    check_sequence_shape,
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -62,11 +66,7 @@ class PointwiseFeedForward(keras.layers.Layer):
         self.supports_masking = True
 
     def build(self, input_shape):
-        if len(input_shape) != 3:
-            raise ValueError(
-                "`x` must have rank 3 (batch_size, seq_len, d_model). "
-                f"Received: x.shape={tuple(input_shape)}"
-            )
+        check_sequence_shape("x", input_shape)
         d_model = input_shape[-1]
         self.inner = PointwiseConv1D(
             self.d_ff,

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_transformer.validation import check_positive_int
+from keras_transformer.validation import check_positive_int, check_sequence_shape
 
 
 def positional_encoding(length, depth):
@@ -85,11 +85,7 @@ class PositionalEncoding(keras.layers.Layer):
         self.supports_masking = True
 
     def build(self, input_shape):
-        if len(input_shape) != 3:
-            raise ValueError(
-                "`x` must have rank 3 (batch_size, seq_len, d_model). "
-                f"Received: x.shape={tuple(input_shape)}"
-            )
+        check_sequence_shape("x", input_shape)
         depth = input_shape[-1]
         if self.learned:
             self.table = self.add_weight(

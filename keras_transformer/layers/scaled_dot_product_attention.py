@@ -62,23 +62,23 @@ def _check_shapes(query, key, value, mask):
                 f"`{name}` must have rank >= 2 (..., length, depth). "
                 f"Received: {name}.shape={tuple(tensor.shape)}"
             )
-    if query.shape[-1] is not None and key.shape[-1] is not None:
-        if query.shape[-1] != key.shape[-1]:
-            raise ValueError(
-                "`query` and `key` must have the same last dimension. "
-                f"Received: query.shape={tuple(query.shape)}, "
-                f"key.shape={tuple(key.shape)}"
-            )
-    if key.shape[-2] is not None and value.shape[-2] is not None:
-        if key.shape[-2] != value.shape[-2]:
-            raise ValueError(
-                "`key` and `value` must have the same length (axis -2). "
-                f"Received: key.shape={tuple(key.shape)}, "
-                f"value.shape={tuple(value.shape)}"
-            )
+    _check_same_size(-1, "last dimension", query=query, key=key)
+    _check_same_size(-2, "length (axis -2)", key=key, value=value)
     if mask is not None:
         scores_shape = (*query.shape[:-1], key.shape[-2])
         check_broadcastable("mask", tuple(mask.shape), scores_shape)
+
+
+def _check_same_size(axis, what, **tensors):
+    """Raises a ValueError when the two named `tensors` differ on `axis`."""
+    (a_name, a), (b_name, b) = tensors.items()
+    a_size, b_size = a.shape[axis], b.shape[axis]
+    if a_size is not None and b_size is not None and a_size != b_size:
+        raise ValueError(
+            f"`{a_name}` and `{b_name}` must have the same {what}. "
+            f"Received: {a_name}.shape={tuple(a.shape)}, "
+            f"{b_name}.shape={tuple(b.shape)}"
+        )
 
 
 def check_broadcastable(name, shape, target):

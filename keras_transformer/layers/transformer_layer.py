@@ -16,7 +16,8 @@ class TransformerLayer(keras.layers.Layer):
     `x + Dropout(Sublayer(LayerNorm(x)))` (pre-LN, which trains more stably
     in deep stacks). Subclasses build their sublayers with `make_attention`,
     `make_feed_forward` and `make_norm`, and compose them in `call` with `pre_norm`
-    and `add_norm`; every sublayer gets its own copy of the initializers.
+    and `add_norm` (the last, `feed_forward_sublayer`, is one call); every
+    sublayer gets its own copy of the initializers.
 
     Args:
         num_heads: attention heads `h`.
@@ -39,13 +40,12 @@ class TransformerLayer(keras.layers.Layer):
 
     >>> import numpy as np
     >>> class FeedForwardLayer(TransformerLayer):
-    ...     def build(self, input_shape):
-    ...         self.feed_forward = self.make_feed_forward(input_shape)
-    ...         self.norm = self.make_norm("norm", input_shape)
+    ...     def build(self, shape):
+    ...         self.feed_forward = self.make_feed_forward(shape)
+    ...         self.feed_forward_norm = self.make_norm("feed_forward_norm", shape)
     ...         self.residual_dropout = self.make_dropout("residual_dropout")
     ...     def call(self, x, training=None):
-    ...         y = self.feed_forward(self.pre_norm(self.norm, x), training=training)
-    ...         return self.add_norm(self.norm, x, y, training)
+    ...         return self.feed_forward_sublayer(x, training)
     >>> layer = FeedForwardLayer(num_heads=2, d_ff=16)
     >>> tuple(layer(np.zeros((2, 5, 8), "float32")).shape)
     (2, 5, 8)
@@ -148,6 +148,17 @@ class TransformerLayer(keras.layers.Layer):
         """Dropout, residual add and, for post-LN, LayerNorm(x + Sublayer(x))."""
         x = residual + self.residual_dropout(x, training=training)
         return x if self.norm_first else norm(x)
+
+    def feed_forward_sublayer(self, x, training):
+        """The residual position-wise feed-forward sublayer (section 3.3).
+
+        It uses the `feed_forward`, `feed_forward_norm` and `residual_dropout`
+        sublayers that the subclass's `build` made.
+        """
+        residual = x
+        x = self.pre_norm(self.feed_forward_norm, x)
+        x = self.feed_forward(x, training=training)
+        return self.add_norm(self.feed_forward_norm, residual, x, training)
 
     def get_config(self):
         config = super().get_config()
