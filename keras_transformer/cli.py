@@ -49,15 +49,20 @@ def main(argv: list[str] | None = None) -> int:
 def run_job(args: argparse.Namespace) -> int:
     """Runs the job of `args` (parsed by `build_parser`, with a command).
 
-    Returns the exit status: 0, or 2 after one error line on stderr.
+    Returns the exit status: 0; 2 after one error line on stderr; 130 when
+    a signal stopped training (its state saved, one line saying so).
     """
     _quiet(args.verbose)
     from keras_transformer.config import ConfigError
+    from keras_transformer.training.interrupt import TrainingInterrupted
 
     expected = (ConfigError, FileNotFoundError, FileExistsError, ValueError, OSError)
     noise = None if args.verbose else _StderrFilter()
     try:
         _run(args)
+    except TrainingInterrupted as error:
+        print(f"keras-transformer {args.command}: {error}", file=sys.stderr)
+        return 130
     except expected as error:
         if args.verbose:
             logging.getLogger(__name__).exception("Traceback:")

@@ -67,6 +67,7 @@ from keras_transformer.training import (
     write_snapshot_model,
 )
 from keras_transformer.training.atomic import save_model_atomically
+from keras_transformer.training.interrupt import StopOnSignal, TrainingInterrupted
 
 logger = logging.getLogger(__name__)
 
@@ -279,6 +280,9 @@ def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
     )
     # Last: its record holds the epoch the log has just added.
     callbacks = [budget, log, checkpoints]
+    stop = StopOnSignal()
+    if tr.strategy != "multi_worker":  # (workers would stop at different steps)
+        callbacks.insert(0, stop)
 
     start = time.monotonic()
     if tr.strategy == "multi_worker":
@@ -296,6 +300,11 @@ def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
         _fit(model, stream, done, stats.batches, valid, callbacks, budget, tr, verbose)
     minutes = (time.monotonic() - start) / 60
     steps = int(model.optimizer.iterations.numpy())
+    if stop.received:
+        raise TrainingInterrupted(
+            f"{stop.received} at step {steps}: the training state is saved in "
+            f"{out / CHECKPOINT_DIR}; run the same command again to resume"
+        )
     averaged = checkpoints.checkpoints[-tr.average_last :] if tr.average_last else []
     if chief:  # (the other workers of a multi-worker run write nothing)
         if averaged:
@@ -350,7 +359,7 @@ def _fit(model, stream, done, per_epoch, valid, callbacks, budget, tr, verbose):
             shuffle=False,  # The stream is shuffled; Keras cannot shuffle it.
         )
         epoch = last
-        if budget.stopped:
+        if model.stop_training:  # the budget, or a signal
             break
 
 

@@ -100,7 +100,9 @@ class PositionalEncoding(keras.layers.Layer):
 
     def call(self, x, start_index=0):
         length = x.shape[1]
-        if length is not None and isinstance(start_index, int):
+        # A known length: not `None`, nor JAX's symbolic dimension of a
+        # `keras.Input((None, ...))`, which cannot be compared.
+        if isinstance(length, int) and isinstance(start_index, int):
             if start_index + length > self.max_length:
                 raise ValueError(
                     f"Sequence too long for the positional table: start_index="

@@ -39,7 +39,7 @@ TARGETS = ["eine Katze", "zwei Katzen", "drei Hunde", "ein Hund", "vier Vögel"]
 TARGETS.append("ein Vogel")
 
 
-def _recipe(tmp_path, name, strategy="default", steps=120):
+def _recipe(tmp_path, name, strategy="default", steps=120, **training):
     files = []
     for suffix, lines in (("en", SOURCES), ("de", TARGETS)):
         path = tmp_path / f"train.{suffix}.gz"
@@ -61,6 +61,7 @@ def _recipe(tmp_path, name, strategy="default", steps=120):
             "average_last": 3,
             "checkpoint_minutes": 1e-6,  # a state after every step
             "strategy": strategy,
+            **training,
         },
         "output_dir": str(tmp_path / name),
     }
@@ -164,6 +165,58 @@ def test_killed_run_resumes_exactly_from_the_command_line(tmp_path):
     assert again.returncode == 0
     assert b"holds a finished run of this recipe" in again.stderr
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_saves_the_state_and_the_rerun_resumes_exactly(
+    tmp_path, signal_number
+):
+    # No periodic checkpoint (60 minutes): only the signal's saves the work.
+    # One checkpoint averaged: the model is the last state's.
+    rare = dict(checkpoint_minutes=60, average_last=1)
+    reference_recipe, reference = _recipe(tmp_path, "reference", **rare)
+    recipe, out = _recipe(tmp_path, "victim", steps=100_000, **rare)
+    command = [sys.executable, "-m", "keras_transformer", "train", "--no-evaluate"]
+    victim = subprocess.Popen(
+        [*command, "--config", str(recipe)],
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not list((out / "logs").glob("train/events*")):  # in `fit`
+            assert victim.poll() is None, victim.stderr.read().decode()[-3000:]
+            assert time.monotonic() < deadline, "training never started"
+            time.sleep(0.05)
+        time.sleep(2.0)
+        victim.send_signal(signal_number)
+        assert victim.wait(timeout=TIMEOUT) == 130
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+    message = victim.stderr.read().decode().strip().splitlines()[-1]
+    assert "run the same command again to resume" in message, message
+    saved = _newest_step(out)
+    assert saved > 0 and f"at step {saved}:" in message
+    assert not (out / "summary.json").exists() or not json.loads(
+        (out / "summary.json").read_text()
+    ).get("finished")
+    subprocess.run(
+        [*command, "--config", str(reference_recipe)], env=_env(), check=True
+    )
+    resumed = subprocess.run(
+        [*command, "--config", str(recipe), "--steps", "120"],
+        env=_env(),
+        capture_output=True,
+        timeout=TIMEOUT,
+    )
+    assert resumed.returncode == 0, resumed.stderr.decode()[-3000:]
+    res = json.loads((out / "summary.json").read_text())
+    assert res["resumed_from_step"] == saved < 120 == res["steps"]
+    for a, b in zip(_weights(reference), _weights(out), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
 def _run_workers(strategy, recipe, ports=None):

@@ -7,7 +7,13 @@ import pytest
 
 from keras_transformer import losses, metrics
 from keras_transformer.schedules import transformer_schedule
-from keras_transformer.training import averaging, checkpoints, optimizers, precision
+from keras_transformer.training import (
+    averaging,
+    checkpoints,
+    interrupt,
+    optimizers,
+    precision,
+)
 
 MODULES = [
     transformer_schedule,
@@ -17,6 +23,7 @@ MODULES = [
     precision,
     averaging,
     checkpoints,
+    interrupt,
 ]
 
 
