@@ -177,6 +177,10 @@ class TransformerLayer(keras.layers.Layer):
         )
         return config
 
-    def compute_output_spec(self, *args, **kwargs):
-        # Trace `call`: the optional attention scores have their own shapes.
-        return keras.Operation.compute_output_spec(self, *args, **kwargs)
+    def compute_output_spec(self, x, *args, **kwargs):
+        if kwargs.get("return_attention_scores") or kwargs.get("cache") is not None:
+            # Trace `call`: the scores and the cache have their own shapes.
+            return keras.Operation.compute_output_spec(self, x, *args, **kwargs)
+        # Without tracing: PyTorch would trace an unknown length as 83
+        # positions, past a short positional table.
+        return keras.KerasTensor(x.shape, dtype=self.compute_dtype)

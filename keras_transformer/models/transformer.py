@@ -192,7 +192,7 @@ class Transformer(keras.Model):
         Returns:
             `(memory (B, S, D), source_mask (B, S))`, plus the scores if asked.
         """
-        _check_ids("source_ids", source_ids)
+        source_ids = _as_ids("source_ids", source_ids)
         source_mask = padding_mask(source_ids)
         x = self.embedding(source_ids)
         out = self.encoder(
@@ -232,7 +232,7 @@ class Transformer(keras.Model):
             `return_attention_scores`, `(logits, scores)`; with `cache`,
             `(logits, updated cache)` (not both).
         """
-        _check_ids("target_ids", target_ids)
+        target_ids = _as_ids("target_ids", target_ids)
         x = self.embedding(target_ids)
         out = self.decoder(
             x,
@@ -334,12 +334,21 @@ class Transformer(keras.Model):
         return (*target_shape, self.vocab_size)
 
 
-def _check_ids(name, ids):
+def _as_ids(name, ids):
+    """`ids` as integers, as Keras's `Embedding` takes them.
+
+    Float ids (the placeholders Keras builds a subclassed model with on
+    `load_model`, or the averaged first batches of a `MirroredStrategy`'s
+    symbolic build) are cast; anything else must be integer.
+    """
     dtype = str(getattr(ids, "dtype", ""))
-    if "int" not in dtype:
+    if "float" in dtype:
+        ids = ops.cast(ids, "int32")
+    elif "int" not in dtype:
         raise ValueError(f"`{name}` must be integer token ids. Received: dtype={dtype}")
     if len(ids.shape) != 2:
         raise ValueError(
             f"`{name}` must have shape (batch_size, seq_len). "
             f"Received: {name}.shape={tuple(ids.shape)}"
         )
+    return ids

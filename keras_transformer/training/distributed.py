@@ -101,14 +101,13 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
 def build_for_fit(model: keras.Model, dataset: tf.data.Dataset) -> None:
     """Builds a compiled model's loss, metrics and optimizer before `fit`.
 
-    Call it after `model.compile` and before `model.fit`; it is needed under
-    a `MirroredStrategy` and saves time everywhere:
+    Call it after `model.compile` and before `model.fit`; it saves time:
 
     - Under a strategy, the first `fit` builds the compiled loss and metrics
       on a symbolic batch that Keras 3.15 makes by averaging the replicas'
-      first batches (`strategy.reduce("MEAN")`): integer token ids become
-      float64 and the `Transformer` rejects them ("must be integer token
-      ids"). Built here from a real batch, `fit` skips that step.
+      first batches (`strategy.reduce("MEAN")`; integer token ids become
+      float64, which the `Transformer` casts back). Built here from a real
+      batch, `fit` skips that step.
     - An optimizer left unbuilt creates its variables while `fit` traces its
       train step, which makes TensorFlow trace the step twice.
 
