@@ -169,16 +169,25 @@ def test_restricted_self_attention_sees_only_its_window():
 @pytest.mark.parametrize(
     "source, target_in, message",
     [
-        (np.array([[5.0, 6.0]]), np.array([[2, 8]]), "`source_ids` must be integer"),
-        (np.array([[5, 6]]), np.array([[2.0, 8.0]]), "`target_ids` must be integer"),
+        (np.array([[True, True]]), np.array([[2, 8]]), "`source_ids` must be integer"),
+        (np.array([[5, 6]]), np.array([[True, True]]), "`target_ids` must be integer"),
         (np.array([5, 6, 7]), np.array([[2, 8]]), r"source_ids.shape=\(3,\)"),
         (np.array([[5, 6]]), np.array([[[2, 8]]]), r"target_ids.shape=\(1, 1, 2\)"),
     ],
-    ids=["float source", "float target", "rank-1 source", "rank-3 target"],
+    ids=["bool source", "bool target", "rank-1 source", "rank-3 target"],
 )
 def test_bad_inputs_raise(source, target_in, message):
     with pytest.raises(ValueError, match=message):
         tiny_model()((source, target_in))
+
+
+def test_float_ids_are_taken_as_keras_embedding_takes_them():
+    model = tiny_model()
+    source, target = np.array([[5, 6, 3, 0]]), np.array([[2, 8, 9]])
+    np.testing.assert_array_equal(
+        model((source.astype("float32"), target.astype("float32"))),
+        model((source, target)),
+    )
 
 
 @pytest.mark.parametrize(
