@@ -10,7 +10,7 @@ import argparse
 
 # The installed distribution (setup.cfg's `[metadata] name`), whose version
 # `--version` shows without importing the library.
-DISTRIBUTION = "keras-transformer"
+DISTRIBUTION = "keras-transformer-mt"
 
 
 def version() -> str:
