@@ -70,6 +70,19 @@ def _recipe(tmp_path, name, strategy="default", steps=120, **training):
     return path, tmp_path / name
 
 
+TRAIN = [sys.executable, "-m", "keras_transformer", "train", "--no-evaluate"]
+
+
+def _start_training(recipe):
+    """`keras-transformer train --config RECIPE` in the background."""
+    return subprocess.Popen(
+        [*TRAIN, "--config", str(recipe)],
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
 def _env(**extra):
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **extra)
 
@@ -125,20 +138,10 @@ def _damage_newest_state(out):
 def test_killed_run_resumes_exactly_from_the_command_line(tmp_path):
     reference_recipe, reference = _recipe(tmp_path, "reference")
     recipe, out = _recipe(tmp_path, "victim")
-    command = [sys.executable, "-m", "keras_transformer", "train", "--no-evaluate"]
+    command = TRAIN
     # The uninterrupted reference runs alongside the run to be killed.
-    ref = subprocess.Popen(
-        [*command, "--config", str(reference_recipe)],
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    victim = subprocess.Popen(
-        [*command, "--config", str(recipe)],
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    ref = _start_training(reference_recipe)
+    victim = _start_training(recipe)
     try:
         _kill_when_past([victim], out, 40)
         _damage_newest_state(out)
@@ -177,13 +180,8 @@ def test_a_signal_saves_the_state_and_the_rerun_resumes_exactly(
     rare = dict(checkpoint_minutes=60, average_last=1)
     reference_recipe, reference = _recipe(tmp_path, "reference", **rare)
     recipe, out = _recipe(tmp_path, "victim", steps=100_000, **rare)
-    command = [sys.executable, "-m", "keras_transformer", "train", "--no-evaluate"]
-    victim = subprocess.Popen(
-        [*command, "--config", str(recipe)],
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    command = TRAIN
+    victim = _start_training(recipe)
     try:
         deadline = time.monotonic() + TIMEOUT
         while not list((out / "logs").glob("train/events*")):  # in `fit`
