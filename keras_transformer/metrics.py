@@ -124,10 +124,7 @@ class Perplexity(_TokenMean):
         name: Name of the metric.
         dtype: Dtype of the state and result.
 
-    Call arguments (`update_state`):
-        y_true: Integer target ids, `(batch_size, seq_len)`.
-        y_pred: Logits or probabilities, `(batch_size, seq_len, vocab_size)`.
-        sample_weight: Optional `(batch_size,)` or `(batch_size, seq_len)`.
+    Call arguments (`update_state`): those of `MaskedAccuracy`.
 
     Returns:
         `result()`: a scalar >= 1; exactly 1 before any real token was seen.

@@ -51,35 +51,20 @@ class DecoderLayer(TransformerLayer):
     Example:
 
     >>> import numpy as np
-    >>> layer = DecoderLayer(num_heads=2, d_ff=16)
-    >>> x = np.zeros((2, 4, 8), "float32")
-    >>> memory = np.zeros((2, 6, 8), "float32")
-    >>> y, scores = layer(x, memory, return_attention_scores=True)
-    >>> tuple(y.shape), tuple(scores["cross_attention"].shape)
-    ((2, 4, 8), (2, 2, 4, 6))
+    >>> x, memory = np.zeros((2, 4, 8), "float32"), np.zeros((2, 6, 8), "float32")
+    >>> _, scores = DecoderLayer(2, 16)(x, memory, return_attention_scores=True)
+    >>> {kind: tuple(w.shape) for kind, w in scores.items()}
+    {'self_attention': (2, 2, 4, 4), 'cross_attention': (2, 2, 4, 6)}
+
+    A decoder-only block is the same layer called without a memory:
+
+    >>> block = DecoderLayer(num_heads=2, d_ff=16)
+    >>> tuple(block(x).shape), block.cross_attention is None
+    ((2, 4, 8), True)
 
     References:
         Vaswani et al. 2017, "Attention Is All You Need", sections 3.1, 3.2.3.
     """
-
-    def build(self, x_shape, memory_shape=None):
-        # Without a memory shape: a decoder-only block, no cross-attention.
-        # Sublayers first, then norms: the order of the weights (and of the
-        # optimizer's variables) in files of earlier versions.
-        self.self_attention = self.make_attention(
-            "self_attention", x_shape, x_shape, self.sliding_window
-        )
-        self.cross_attention = self.cross_attention_norm = None
-        if memory_shape is not None:
-            self.cross_attention = self.make_attention(
-                "cross_attention", x_shape, memory_shape
-            )
-        self.feed_forward = self.make_feed_forward(x_shape)
-        self.self_attention_norm = self.make_norm("self_attention_norm", x_shape)
-        if memory_shape is not None:
-            self.cross_attention_norm = self.make_norm("cross_attention_norm", x_shape)
-        self.feed_forward_norm = self.make_norm("feed_forward_norm", x_shape)
-        self.residual_dropout = self.make_dropout("residual_dropout")
 
     def call(
         self,
@@ -99,10 +84,9 @@ class DecoderLayer(TransformerLayer):
         scores = {}
         # Masked multi-head self-attention (with a cache, `x` starts at
         # position `cache_index`: its keys and values go into the cache)
-        residual = x
-        x = self.pre_norm(self.self_attention_norm, x)
-        x = self.self_attention(
-            x,
+        x, extra = self.attention_sublayer(
+            self.self_attention,
+            self.self_attention_norm,
             x,
             value_mask=x_mask,
             use_causal_mask=True,
@@ -112,15 +96,14 @@ class DecoderLayer(TransformerLayer):
             cache_update_index=cache_index,
         )
         if cache is not None:
-            x, self_cache = x
+            self_cache = extra
         elif return_attention_scores:
-            x, scores["self_attention"] = x
-        x = self.add_norm(self.self_attention_norm, residual, x, training)
-        # Multi-head encoder-decoder attention
+            scores["self_attention"] = extra
+        # Multi-head encoder-decoder attention (its cache stays as it is)
         if self.cross_attention is not None:
-            residual = x
-            x = self.pre_norm(self.cross_attention_norm, x)
-            x = self.cross_attention(
+            x, extra = self.attention_sublayer(
+                self.cross_attention,
+                self.cross_attention_norm,
                 x,
                 memory,
                 value_mask=memory_mask,
@@ -128,11 +111,8 @@ class DecoderLayer(TransformerLayer):
                 training=training,
                 cache=cross_cache,
             )
-            if cache is not None:
-                x = x[0]  # The cross-attention cache stays as it is.
-            elif return_attention_scores:
-                x, scores["cross_attention"] = x
-            x = self.add_norm(self.cross_attention_norm, residual, x, training)
+            if cache is None and return_attention_scores:
+                scores["cross_attention"] = extra
         # Position-wise feed-forward
         x = self.feed_forward_sublayer(x, training)
         if cache is not None:

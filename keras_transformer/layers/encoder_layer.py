@@ -42,16 +42,8 @@ class EncoderLayer(TransformerLayer):
         Vaswani et al. 2017, "Attention Is All You Need", sections 3.1, 5.4.
     """
 
-    def build(self, input_shape):
-        # Sublayers first, then norms: the order of the weights (and of the
-        # optimizer's variables) in files of earlier versions.
-        self.self_attention = self.make_attention(
-            "self_attention", input_shape, input_shape, self.sliding_window
-        )
-        self.feed_forward = self.make_feed_forward(input_shape)
-        self.self_attention_norm = self.make_norm("self_attention_norm", input_shape)
-        self.feed_forward_norm = self.make_norm("feed_forward_norm", input_shape)
-        self.residual_dropout = self.make_dropout("residual_dropout")
+    def build(self, x_shape):
+        super().build(x_shape)  # No memory: no encoder-decoder attention.
 
     def call(
         self,
@@ -62,10 +54,9 @@ class EncoderLayer(TransformerLayer):
         attention_mask=None,
     ):
         # Multi-head self-attention
-        residual = x
-        x = self.pre_norm(self.self_attention_norm, x)
-        x = self.self_attention(
-            x,
+        x, scores = self.attention_sublayer(
+            self.self_attention,
+            self.self_attention_norm,
             x,
             query_mask=mask,
             value_mask=mask,
@@ -73,8 +64,6 @@ class EncoderLayer(TransformerLayer):
             return_attention_scores=return_attention_scores,
             training=training,
         )
-        x, scores = x if return_attention_scores else (x, None)
-        x = self.add_norm(self.self_attention_norm, residual, x, training)
         # Position-wise feed-forward
         x = self.feed_forward_sublayer(x, training)
         return (x, scores) if return_attention_scores else x

@@ -14,10 +14,13 @@ class TransformerLayer(keras.layers.Layer):
     Each sublayer's output is `LayerNorm(x + Dropout(Sublayer(x)))` (post-LN,
     as in the paper) or, with `norm_first=True`,
     `x + Dropout(Sublayer(LayerNorm(x)))` (pre-LN, which trains more stably
-    in deep stacks). Subclasses build their sublayers with `make_attention`,
-    `make_feed_forward` and `make_norm`, and compose them in `call` with `pre_norm`
-    and `add_norm` (the last, `feed_forward_sublayer`, is one call); every
-    sublayer gets its own copy of the initializers.
+    in deep stacks). `build` makes the sublayers of Figure 1: self-attention,
+    encoder-decoder attention when given the memory's shape, and the
+    feed-forward network, each with its LayerNorm and every one with its own
+    copy of the initializers. Subclasses compose them in `call` with
+    `attention_sublayer` and `feed_forward_sublayer`; a layer of other
+    sublayers builds them with `make_attention`, `make_feed_forward` and
+    `make_norm` and composes them with `pre_norm` and `add_norm`.
 
     Args:
         num_heads: attention heads `h`.
@@ -91,6 +94,30 @@ class TransformerLayer(keras.layers.Layer):
         self.key_dim = key_dim
         self.supports_masking = True
 
+    def build(self, x_shape, memory_shape=None):
+        """The sublayers of Figure 1, each with its LayerNorm.
+
+        Self-attention, encoder-decoder attention when `memory_shape` is
+        given (the decoder's), and the feed-forward network; one residual
+        dropout for all.
+        """
+        # Sublayers first, then norms: the order of the weights (and of the
+        # optimizer's variables) in files of earlier versions.
+        self.self_attention = self.make_attention(
+            "self_attention", x_shape, x_shape, self.sliding_window
+        )
+        self.cross_attention = self.cross_attention_norm = None
+        if memory_shape is not None:
+            self.cross_attention = self.make_attention(
+                "cross_attention", x_shape, memory_shape
+            )
+        self.feed_forward = self.make_feed_forward(x_shape)
+        self.self_attention_norm = self.make_norm("self_attention_norm", x_shape)
+        if memory_shape is not None:
+            self.cross_attention_norm = self.make_norm("cross_attention_norm", x_shape)
+        self.feed_forward_norm = self.make_norm("feed_forward_norm", x_shape)
+        self.residual_dropout = self.make_dropout("residual_dropout")
+
     def make_attention(self, name, query_shape, value_shape, sliding_window=None):
         """A built `MultiHeadAttention` sublayer called `name`."""
         d_model = query_shape[-1]
@@ -148,6 +175,28 @@ class TransformerLayer(keras.layers.Layer):
         """Dropout, residual add and, for post-LN, LayerNorm(x + Sublayer(x))."""
         x = residual + self.residual_dropout(x, training=training)
         return x if self.norm_first else norm(x)
+
+    def attention_sublayer(
+        self, attention, norm, x, memory=None, training=None, **kwargs
+    ):
+        """A residual attention sublayer (section 3.2.3).
+
+        Self-attention when `memory` is `None`, encoder-decoder attention
+        otherwise; `kwargs` go to the `MultiHeadAttention` call (masks,
+        `return_attention_scores`, `cache`).
+
+        Returns:
+            `(outputs, extra)`: `extra` is the attention's second output
+            (its weights, or its updated cache), `None` when it has none.
+        """
+        residual = x
+        x = self.pre_norm(norm, x)
+        x = attention(x, x if memory is None else memory, training=training, **kwargs)
+        has_extra = (
+            kwargs.get("return_attention_scores") or kwargs.get("cache") is not None
+        )
+        x, extra = x if has_extra else (x, None)
+        return self.add_norm(norm, residual, x, training), extra
 
     def feed_forward_sublayer(self, x, training):
         """The residual position-wise feed-forward sublayer (section 3.3).

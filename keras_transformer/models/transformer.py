@@ -10,7 +10,6 @@ from keras_transformer.layers import (
 )
 from keras_transformer.layers.masking import padding_mask
 from keras_transformer.models.presets import PRESETS
-from keras_transformer.validation import check_positive_int, check_rate
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -78,19 +77,25 @@ class Transformer(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        for name, value in (
-            ("vocab_size", vocab_size),
-            ("num_layers", num_layers),
-            ("d_model", d_model),
-            ("num_heads", num_heads),
-            ("d_ff", d_ff),
-            ("max_length", max_length),
-        ):
-            check_positive_int(name, value)
-        check_rate("dropout", dropout)
-        check_rate("attention_dropout", attention_dropout)
-        if sliding_window is not None:
-            check_positive_int("sliding_window", sliding_window)
+        # The sublayers check their arguments.
+        self.embedding = SharedEmbedding(
+            vocab_size, d_model, dtype=self.dtype_policy, name="embedding"
+        )
+        stack = dict(
+            num_layers=num_layers,
+            num_heads=num_heads,
+            d_ff=d_ff,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            max_length=max_length,
+            learned_positions=learned_positions,
+            norm_first=norm_first,
+            sliding_window=sliding_window,
+            key_dim=key_dim,
+            dtype=self.dtype_policy,
+        )
+        self.encoder = Encoder(name="encoder", **stack)
+        self.decoder = Decoder(name="decoder", **stack)
         if d_model % num_heads:
             raise ValueError(
                 "d_model must be divisible by num_heads. "
@@ -107,28 +112,7 @@ class Transformer(keras.Model):
         self.norm_first = norm_first
         self.attention_dropout = attention_dropout
         self.sliding_window = sliding_window
-        if key_dim is not None:
-            check_positive_int("key_dim", key_dim)
         self.key_dim = key_dim
-
-        stack = dict(
-            num_layers=num_layers,
-            num_heads=num_heads,
-            d_ff=d_ff,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            max_length=max_length,
-            learned_positions=learned_positions,
-            norm_first=norm_first,
-            sliding_window=sliding_window,
-            key_dim=key_dim,
-            dtype=self.dtype_policy,
-        )
-        self.embedding = SharedEmbedding(
-            vocab_size, d_model, dtype=self.dtype_policy, name="embedding"
-        )
-        self.encoder = Encoder(name="encoder", **stack)
-        self.decoder = Decoder(name="decoder", **stack)
 
     @classmethod
     def from_preset(cls, name, vocab_size, **overrides):
