@@ -14,6 +14,9 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPE = os.path.join(REPO, "configs", "multi30k_en_de.yaml")
+# The Multi30k files beside the repository where there are (the recipe
+# downloads them otherwise); a `data.data_dir` override wins.
+LOCAL_DATA = os.path.join(REPO, "..", "shared", "data", "multi30k")
 
 
 def train_variant(out: str, overrides: dict, recipe: str = RECIPE):
@@ -27,7 +30,8 @@ def train_variant(out: str, overrides: dict, recipe: str = RECIPE):
     from keras_transformer.config import load_config
     from keras_transformer.jobs.train import train_from_config
 
-    config = load_config(recipe, {"output_dir": out, **overrides})
+    local = {"data.data_dir": LOCAL_DATA} if os.path.isdir(LOCAL_DATA) else {}
+    config = load_config(recipe, {"output_dir": out, **local, **overrides})
     start = time.perf_counter()
     summary = train_from_config(config, verbose=0, evaluate=False)
     summary.setdefault("wall_seconds", round(time.perf_counter() - start, 1))

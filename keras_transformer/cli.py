@@ -170,6 +170,7 @@ def _run(args: argparse.Namespace) -> None:
         options = {
             "training.strategy": args.strategy,
             "output_dir": args.output,
+            "data.data_dir": args.data_dir,
             "training.minutes": args.minutes,
             "training.steps": args.steps,
         }
@@ -228,10 +229,22 @@ def _print_demo(result: dict, output_dir: str) -> None:
         f"  echo 'at 3:45 PM' | {command} translate --model {output_dir}\n"
         f"  {command} evaluate --model {output_dir} "
         f"--source {files['test_source']} --reference {files['test_reference']}\n"
-        f'  {sys.executable} -c "import tensorflow as tf, tensorflow_text; '
-        f"t = tf.saved_model.load('{output_dir}/translator'); "
-        "print(t(tf.constant(['three days ago'])))\""
+        f"  {saved_model_command(output_dir, 'three days ago')}"
     )
+
+
+def saved_model_command(output_dir: str, sentence: str) -> str:
+    """A shell line that translates `sentence` with TensorFlow alone.
+
+    TensorFlow writes its start-up lines to stderr whatever its log level,
+    so the line sends stderr to /dev/null.
+    """
+    program = (
+        "import tensorflow as tf, tensorflow_text; "
+        f"t = tf.saved_model.load('{output_dir}/translator'); "
+        f"print(t(tf.constant(['{sentence}'])).numpy()[0].decode())"
+    )
+    return f'{sys.executable} -c "{program}" 2>/dev/null'
 
 
 def _quiet(verbose: bool) -> None:

@@ -131,6 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--output", help="overrides output_dir")
     train.add_argument(
+        "--data-dir",
+        help="overrides data.data_dir: a local copy of the corpus's files",
+    )
+    train.add_argument(
         "--minutes", type=_positive_float, help="overrides training.minutes"
     )
     train.add_argument("--steps", type=_positive_int, help="overrides training.steps")

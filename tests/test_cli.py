@@ -201,6 +201,16 @@ def test_bad_recipes_are_one_line_and_write_nothing(
     assert not (tmp_path / "out").exists() and not (tmp_path / "mistyped").exists()
 
 
+def test_data_dir_overrides_the_recipes(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "recipe.yaml"
+    path.write_text("data: {corpus: multi30k, data_dir: null}\noutput_dir: out\n")
+    before = _snapshot(tmp_path)
+    argv = ["train", "--config", str(path), "--data-dir", "elsewhere"]
+    _error(capsys, argv, "data.data_dir: no such directory: 'elsewhere'")
+    assert _snapshot(tmp_path) == before
+
+
 def test_a_run_of_another_recipe_or_a_foreign_directory_is_refused(tmp_path, capsys):
     out = tmp_path / "run"
     out.mkdir()
@@ -384,6 +394,24 @@ def test_train_is_quiet_and_writes_the_whole_run(trained):
     assert json.loads((snapshot / "snapshot.json").read_text())["step"] == 1
     model, tokenizer = load_trained(snapshot)
     assert tokenizer.vocab_size == model.vocab_size
+
+
+@pytest.mark.slow
+def test_the_printed_saved_model_line_prints_the_translation_alone(trained):
+    _, out, _ = trained
+    from keras_transformer.cli import saved_model_command
+
+    line = saved_model_command(str(out), "one cat")
+    result = subprocess.run(line, shell=True, capture_output=True, text=True)
+    assert result.returncode == 0
+    expected = subprocess.run(
+        [*PYTHON, "translate", "--model", str(out)],
+        input="one cat\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.stdout == expected.stdout and result.stdout.strip()
 
 
 @pytest.mark.slow

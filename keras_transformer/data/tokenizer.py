@@ -6,6 +6,7 @@ import io
 import logging
 import os
 import re
+import tempfile
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -13,6 +14,7 @@ import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
 import tqdm
+from sentencepiece import sentencepiece_model_pb2
 
 # The reserved ids (keras_transformer.token_ids), also importable from here.
 from keras_transformer.token_ids import END_ID, PAD_ID, START_ID, UNK_ID  # noqa: F401
@@ -32,9 +34,14 @@ _FIXED_OPTIONS = {
     "unk_piece": "<unk>",
     "bos_piece": "<s>",
     "eos_piece": "</s>",
-    "normalization_rule_name": "identity",
     "remove_extra_whitespaces": True,
 }
+# The one normalization rule: a byte-order mark (U+FEFF, invisible, left by
+# editors at the start of files) is removed. A model with no rule at all
+# (SentencePiece's "identity") makes SentencePiece log "precompiled_charsmap
+# is empty" on stderr each time tensorflow-text loads it.
+_NORMALIZATION_RULES = "FEFF\t\n"
+_NORMALIZATION_OPTIONS = ("normalization_rule_name", "normalization_rule_tsv")
 
 _SPACES = re.compile(" +")
 
@@ -52,9 +59,9 @@ class Tokenizer(tf.Module):
     Reserved ids (docs/design.md): `PAD_ID = 0`, `UNK_ID = 1`,
     `START_ID = 2`, `END_ID = 3`.
 
-    Normalization: none on characters (SentencePiece's `identity` rule, so
-    text is cased and accents, ligatures and Unicode forms are kept as
-    given), and spaces are folded: leading and trailing U+0020 spaces are
+    Normalization: none on characters but the byte-order mark U+FEFF,
+    which is removed (text is cased and accents, ligatures and Unicode forms
+    are kept as given), and spaces are folded: leading and trailing U+0020 spaces are
     removed and runs of them become one. Other whitespace such as TAB is
     kept. With byte fallback (the default) characters unseen in training
     become UTF-8 byte pieces instead of `<unk>`. Hence for every string `s`,
@@ -225,8 +232,8 @@ class Tokenizer(tf.Module):
     def normalize(text: str) -> str:
         """What `detokenize(tokenize(text))` returns: spaces folded.
 
-        Leading and trailing U+0020 spaces are removed and runs of them
-        become one; nothing else changes.
+        Byte-order marks (U+FEFF) are removed, then leading and trailing
+        U+0020 spaces and runs of them become one; nothing else changes.
 
         Args:
             text: a sentence.
@@ -238,7 +245,7 @@ class Tokenizer(tf.Module):
             >>> Tokenizer.normalize("  Zwei  Hunde\\tim Schnee. ")
             'Zwei Hunde\\tim Schnee.'
         """
-        return _SPACES.sub(" ", text).strip(" ")
+        return _SPACES.sub(" ", text.replace("\ufeff", "")).strip(" ")
 
     # -- Saving and training -------------------------------------------------
 
@@ -360,7 +367,7 @@ class Tokenizer(tf.Module):
             >>> tokenizer.vocab_size <= 300
             True
         """
-        fixed = sorted(set(options) & set(_FIXED_OPTIONS))
+        fixed = sorted(set(options) & {*_FIXED_OPTIONS, *_NORMALIZATION_OPTIONS})
         if fixed:
             raise ValueError(
                 f"These SentencePiece options are fixed by Tokenizer: {fixed}"
@@ -375,6 +382,9 @@ class Tokenizer(tf.Module):
         spm.set_random_generator_seed(seed)
         counter = _Counter(sentences)
         model = io.BytesIO()
+        rules = tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False)
+        with rules:
+            rules.write(_NORMALIZATION_RULES)
         try:
             spm.SentencePieceTrainer.train(
                 sentence_iterator=counter,
@@ -389,6 +399,7 @@ class Tokenizer(tf.Module):
                 hard_vocab_limit=False,
                 num_threads=max(1, min(16, os.cpu_count() or 1)),
                 minloglevel=2,
+                normalization_rule_tsv=rules.name,
                 **_FIXED_OPTIONS,
                 **options,
             )
@@ -400,7 +411,12 @@ class Tokenizer(tf.Module):
                 f"byte_fallback={byte_fallback}, {counter.count} sentences): "
                 f"{error}"
             ) from error
-        tokenizer = cls(model.getvalue())
+        finally:
+            os.unlink(rules.name)
+        # The model records the rules file's (temporary, random) name: gone.
+        proto = sentencepiece_model_pb2.ModelProto.FromString(model.getvalue())
+        proto.normalizer_spec.ClearField("normalization_rule_tsv")
+        tokenizer = cls(proto.SerializeToString())
         logger.info(
             "Trained a %s tokenizer with %d ids on %d sentences",
             model_type,

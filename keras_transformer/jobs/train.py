@@ -54,6 +54,7 @@ from keras_transformer.losses import MaskedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy, Perplexity
 from keras_transformer.models import Transformer
 from keras_transformer.training import (
+    BudgetProgress,
     Checkpoints,
     TrainingBudget,
     average_checkpoints,
@@ -108,7 +109,8 @@ def train_from_config(
 
     Args:
         config: the recipe.
-        verbose: Keras `fit` verbosity (progress bar by default).
+        verbose: 0 for no progress bar; otherwise a bar in the budget's
+            minutes or steps (`BudgetProgress`).
         overwrite: start over in a directory that holds a run.
         evaluate: score the test split after training, when there is one.
 
@@ -280,24 +282,32 @@ def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
     )
     # Last: its record holds the epoch the log has just added.
     callbacks = [budget, log, checkpoints]
+    progress = None
+    if verbose and chief:  # A bar in the budget's units, not Keras's epochs
+        progress = BudgetProgress(budget, steps=_epochs(tr) * stats.batches)
+        callbacks.insert(2, progress)
     stop = StopOnSignal()
     if tr.strategy != "multi_worker":  # (workers would stop at different steps)
         callbacks.insert(0, stop)
 
     start = time.monotonic()
-    if tr.strategy == "multi_worker":
-        fit_distributed(
-            model,
-            stream.skip(done),
-            model.loss,
-            model.optimizer,
-            steps=tr.steps,
-            strategy=strategy,
-            callbacks=callbacks,
-        )
-    else:
-        callbacks.append(keras.callbacks.TensorBoard(str(out / LOG_DIR)))
-        _fit(model, stream, done, stats.batches, valid, callbacks, budget, tr, verbose)
+    try:
+        if tr.strategy == "multi_worker":
+            fit_distributed(
+                model,
+                stream.skip(done),
+                model.loss,
+                model.optimizer,
+                steps=tr.steps,
+                strategy=strategy,
+                callbacks=callbacks,
+            )
+        else:
+            callbacks.append(keras.callbacks.TensorBoard(str(out / LOG_DIR)))
+            _fit(model, stream, done, stats.batches, valid, callbacks, budget, tr)
+    finally:
+        if progress is not None:
+            progress.close()
     minutes = (time.monotonic() - start) / 60
     steps = int(model.optimizer.iterations.numpy())
     if stop.received:
@@ -331,13 +341,18 @@ def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
     }
 
 
-def _fit(model, stream, done, per_epoch, valid, callbacks, budget, tr, verbose):
+def _epochs(tr) -> int:
+    """Epochs `fit` runs: a budget stops it (by 1000), or `training.epochs`."""
+    return tr.epochs or (1000 if tr.minutes or tr.steps else 10)
+
+
+def _fit(model, stream, done, per_epoch, valid, callbacks, budget, tr):
     """`model.fit` on `stream` after its first `done` batches; epochs whole.
 
     A run resumed inside an epoch first finishes that epoch (its remaining
     batches), then goes on with whole epochs of the same stream.
     """
-    epochs = tr.epochs or (1000 if tr.minutes or tr.steps else 10)
+    epochs = _epochs(tr)
     epoch = int(model.optimizer.iterations.numpy()) // per_epoch
     phases = []
     if done:  # the rest of the epoch the run stopped in
@@ -355,7 +370,7 @@ def _fit(model, stream, done, per_epoch, valid, callbacks, budget, tr, verbose):
             epochs=last,
             initial_epoch=epoch,
             callbacks=callbacks,
-            verbose=verbose,
+            verbose=0,  # `BudgetProgress` draws the bar
             shuffle=False,  # The stream is shuffled; Keras cannot shuffle it.
         )
         epoch = last

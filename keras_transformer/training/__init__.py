@@ -17,8 +17,10 @@ from keras_transformer.training.distributed import (
 from keras_transformer.training.interrupt import StopOnSignal, TrainingInterrupted
 from keras_transformer.training.optimizers import transformer_optimizer
 from keras_transformer.training.precision import set_mixed_precision
+from keras_transformer.training.progress import BudgetProgress
 
 __all__ = [
+    "BudgetProgress",
     "Checkpoints",
     "StopOnSignal",
     "TrainingBudget",

@@ -1,4 +1,6 @@
 import logging
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -22,6 +24,7 @@ QUIRKY = [
     "a\tb",  # TAB is kept
     "@@",
     "Zwei  Leerzeichen ",  # spaces are folded
+    "\ufeffEin Mann \ufeff fährt",  # byte-order marks are removed
 ]
 
 
@@ -81,6 +84,7 @@ def test_round_trip_is_exact_up_to_space_folding(multi30k_tokenizer):
     decoded = round_trip(multi30k_tokenizer, QUIRKY)
     assert decoded[:4] == QUIRKY[:4]
     assert decoded[4] == "Zwei Leerzeichen"
+    assert decoded[5] == "Ein Mann fährt"
     assert decoded == [Tokenizer.normalize(s) for s in QUIRKY]
 
 
@@ -147,6 +151,8 @@ def test_options_fixing_ids_or_normalization_are_refused():
         Tokenizer.train(["a b"], vocab_size=300, pad_id=5)
     with pytest.raises(ValueError, match="normalization_rule_name"):
         Tokenizer.train(["a b"], vocab_size=300, normalization_rule_name="nfkc")
+    with pytest.raises(ValueError, match="normalization_rule_tsv"):
+        Tokenizer.train(["a b"], vocab_size=300, normalization_rule_tsv="rules.tsv")
 
 
 def test_model_without_reserved_ids_is_refused(tmp_path):
@@ -234,3 +240,27 @@ def test_survives_resetting_the_random_seed():
     ids = tokenizer.tokenize(tf.constant(["ein paar words"]))
     assert ids.to_list() == before
     assert tokenizer.detokenize(ids).numpy().tolist() == [b"ein paar words"]
+
+
+def test_loading_and_using_a_tokenizer_logs_nothing(tmp_path):
+    # SentencePiece logs "precompiled_charsmap is empty" on stderr each time
+    # tensorflow-text loads a model without normalization rules.
+    Tokenizer.train(["a small example", "ein Beispiel"] * 20, vocab_size=300).save(
+        tmp_path
+    )
+    program = (
+        "import tensorflow as tf\n"
+        "from keras_transformer.data.tokenizer import Tokenizer\n"
+        "import sys\n"
+        "sys.stderr.write('START\\n'); sys.stderr.flush()\n"
+        f"t = Tokenizer.load({str(tmp_path)!r})\n"
+        "ids = t.tokenize(tf.constant(['a small \\ufeffexample']))\n"
+        "print(t.detokenize(ids).numpy()[0].decode())\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "a small example"
+    logged = result.stderr.split("START\n", 1)[1]
+    assert "normalizer" not in logged and "LOG(INFO)" not in logged, logged

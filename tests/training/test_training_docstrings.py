@@ -9,10 +9,12 @@ from keras_transformer import losses, metrics
 from keras_transformer.schedules import transformer_schedule
 from keras_transformer.training import (
     averaging,
+    budget,
     checkpoints,
     interrupt,
     optimizers,
     precision,
+    progress,
 )
 
 MODULES = [
@@ -24,6 +26,8 @@ MODULES = [
     averaging,
     checkpoints,
     interrupt,
+    budget,
+    progress,
 ]
 
 
