@@ -3,8 +3,12 @@
 import os
 import subprocess
 import sys
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# The key that signs exported translators (keras_transformer.jobs.trust):
+# the tests' own, for this process and the commands it starts.
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="keras_transformer_config_")
 
 import keras  # noqa: E402
 import pytest  # noqa: E402

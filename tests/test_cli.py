@@ -415,6 +415,30 @@ def test_the_printed_saved_model_line_prints_the_translation_alone(trained):
 
 
 @pytest.mark.slow
+def test_a_translator_signed_elsewhere_is_not_loaded(trained, tmp_path):
+    _, out, _ = trained
+
+    def translate(config_home):
+        env = {**os.environ, "XDG_CONFIG_HOME": str(config_home)}
+        return subprocess.run(
+            [*PYTHON, "translate", "--model", str(out), "--beam", "1"],
+            input="one cat\n",
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+
+    here = translate(os.environ["XDG_CONFIG_HOME"])
+    assert here.returncode == 0 and "Not loading" not in here.stderr
+    elsewhere = translate(tmp_path)  # another account's key
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert "Not loading" in elsewhere.stderr and "another key" in elsewhere.stderr
+    # Built from model.keras instead: the same translation.
+    assert elsewhere.stdout == here.stdout and here.stdout.strip()
+
+
+@pytest.mark.slow
 def test_translate_evaluate_export_a_trained_model(trained, tmp_path):
     _, out, _ = trained
     translated = subprocess.run(

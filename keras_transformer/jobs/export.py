@@ -15,6 +15,7 @@ from pathlib import Path
 
 from keras_transformer.decoding import Translator
 from keras_transformer.jobs.run_dir import load_trained
+from keras_transformer.jobs.trust import SIGNATURE_FILE, model_files, sign_translator
 
 
 def export_translator(
@@ -53,6 +54,7 @@ def export_translator(
     temporary = out.with_name(f"{out.name}.tmp-export")
     shutil.rmtree(temporary, ignore_errors=True)
     translator.save(str(temporary))
+    sign_translator(temporary, *model_files(model_dir))
     if out.exists():
         shutil.rmtree(out)
     temporary.rename(out)
@@ -72,6 +74,7 @@ def _check_destination(out: Path, overwrite: bool) -> None:
         "variables",
         "assets",
         "fingerprint.pb",
+        SIGNATURE_FILE,
     }
     if not saved_model:
         raise FileExistsError(

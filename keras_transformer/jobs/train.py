@@ -50,6 +50,7 @@ from keras_transformer.jobs.run_dir import (
     write_text,
 )
 from keras_transformer.jobs.translate import translate_sentences
+from keras_transformer.jobs.trust import model_files, sign_translator
 from keras_transformer.losses import MaskedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy, Perplexity
 from keras_transformer.models import Transformer
@@ -426,6 +427,7 @@ def _export(translator: Translator, path: Path) -> None:
     temporary = path.with_name(f"{path.name}.tmp-export")
     shutil.rmtree(temporary, ignore_errors=True)
     translator.save(str(temporary))
+    sign_translator(temporary, *model_files(path.parent))
     shutil.rmtree(path, ignore_errors=True)
     temporary.rename(path)
 

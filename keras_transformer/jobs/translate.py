@@ -9,8 +9,10 @@ UTF-8 are replaced (with a warning naming the line).
 
 The translator is the SavedModel that `train`, `demo` and `export` leave
 in the model directory (`translator/`), when this version of the library
-exported it: loading it traces nothing, so a one-line call starts in
-seconds, and it takes any beam size and length penalty. Otherwise it is
+exported it on this machine from that very `model.keras` and tokenizer
+(`keras_transformer.jobs.trust`): loading it traces nothing, so a
+one-line call starts in seconds, and it takes any beam size and length
+penalty. Otherwise it is
 built from `model.keras` and the tokenizer.
 """
 
@@ -26,6 +28,7 @@ import tensorflow as tf
 
 from keras_transformer import __version__
 from keras_transformer.jobs.run_dir import TRANSLATOR_DIR
+from keras_transformer.jobs.trust import check_translator, model_files
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +50,7 @@ def load_translator(
         A function `sentences -> {"translations": [str], "truncated":
         [bool], "source_limit": int}`.
     """
-    translator = _saved_translator(Path(model_dir) / TRANSLATOR_DIR)
+    translator = _saved_translator(Path(model_dir))
     if translator is None:
         from keras_transformer.decoding import Translator
         from keras_transformer.jobs.run_dir import load_trained
@@ -68,9 +71,27 @@ def load_translator(
     return translate
 
 
-def _saved_translator(path: Path):
-    """The translator exported at `path` by this version, or None."""
+def _saved_translator(model_dir: Path):
+    """The translator this library exported into `model_dir`, or None.
+
+    Only one signed here for this very `model.keras` and tokenizer is
+    loaded (`keras_transformer.jobs.trust`): a SavedModel runs its own
+    graph, past Keras's `safe_mode`.
+    """
+    path = model_dir / TRANSLATOR_DIR
     if not (path / "saved_model.pb").is_file():
+        return None
+    refused = check_translator(path, *model_files(model_dir))
+    if refused:
+        logger.warning(
+            "Not loading %s: %s; translating with model.keras instead "
+            "(keras-transformer export --model %s --out %s --overwrite "
+            "makes one this machine trusts)",
+            path,
+            refused,
+            model_dir,
+            path,
+        )
         return None
     import tensorflow_text  # noqa: F401 (registers the SentencePiece ops)
 

@@ -1,0 +1,119 @@
+"""Which exported translators `translate` may run: the ones made here.
+
+A SavedModel is a program: loading one runs whatever graph it holds, past
+Keras's `safe_mode`. A model directory from someone else is data only
+through `model.keras` (loaded with `safe_mode`) and the tokenizer. So when
+this library exports a translator into a model directory it signs it: an
+HMAC, with a key kept in the user's configuration directory, of the
+translator's files and of the `model.keras` and tokenizer it was made
+from. `translate` and `evaluate` load the SavedModel only when the
+signature holds; a translator from another machine or user, or one made
+from an earlier `model.keras` (stale), is passed over with a message and
+the translator is built from `model.keras` instead.
+
+The key is `$XDG_CONFIG_HOME/keras_transformer/translator.key` (by default
+under `~/.config`), made on first use and readable by the user alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from pathlib import Path
+
+SIGNATURE_FILE = "keras_transformer_signature.json"
+
+
+def model_files(model_dir: str | os.PathLike) -> tuple[Path, Path]:
+    """The `model.keras` and tokenizer file a translator is made from."""
+    from keras_transformer.data.tokenizer import MODEL_FILENAME
+    from keras_transformer.jobs.run_dir import MODEL_FILE, TOKENIZER_DIR
+
+    model_dir = Path(model_dir)
+    return model_dir / MODEL_FILE, model_dir / TOKENIZER_DIR / MODEL_FILENAME
+
+
+def sign_translator(translator_dir: Path, model_file: Path, tokenizer_file: Path):
+    """Writes the signature of a translator exported from those files."""
+    record = _record(translator_dir, model_file, tokenizer_file)
+    record["hmac"] = _mac(record)
+    temporary = translator_dir / f"{SIGNATURE_FILE}.tmp"
+    temporary.write_text(json.dumps(record, indent=2))
+    os.replace(temporary, translator_dir / SIGNATURE_FILE)
+
+
+def check_translator(
+    translator_dir: Path, model_file: Path, tokenizer_file: Path
+) -> str | None:
+    """Why the translator may not be loaded, or `None` when it may."""
+    try:
+        signed = json.loads((translator_dir / SIGNATURE_FILE).read_text())
+    except FileNotFoundError:
+        return "it carries no signature of this library (foreign, or older)"
+    except (OSError, ValueError) as error:
+        return f"its signature cannot be read ({error})"
+    if not isinstance(signed, dict) or not isinstance(signed.get("hmac"), str):
+        return "its signature is malformed"
+    record = _record(translator_dir, model_file, tokenizer_file)
+    if hmac.compare_digest(signed["hmac"], _mac(record)):
+        return None
+    if signed.get("translator") != record["translator"]:
+        return "its files changed after it was signed"
+    if any(signed.get(name) != record[name] for name in ("model.keras", "tokenizer")):
+        return "it is stale: model.keras or the tokenizer changed after its export"
+    return "it was signed with another key (made on another machine or account)"
+
+
+def _record(translator_dir: Path, model_file: Path, tokenizer_file: Path) -> dict:
+    files = sorted(
+        path
+        for path in translator_dir.rglob("*")
+        if path.is_file() and not path.name.startswith(SIGNATURE_FILE)
+    )
+    return {
+        "model.keras": _digest(model_file),
+        "tokenizer": _digest(tokenizer_file),
+        "translator": {
+            str(path.relative_to(translator_dir)): _digest(path) for path in files
+        },
+    }
+
+
+def _digest(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _mac(record: dict) -> str:
+    message = json.dumps(record, sort_keys=True).encode()
+    return hmac.new(_key(), message, hashlib.sha256).hexdigest()
+
+
+def _key() -> bytes:
+    """This user's key, made (readable by the user alone) on first use."""
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    path = Path(config) / "keras_transformer" / "translator.key"
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as f:
+        f.write(secrets.token_hex(32))
+    try:
+        os.link(temporary, path)  # the first writer's key wins
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(temporary)
+    return bytes.fromhex(path.read_text().strip())
