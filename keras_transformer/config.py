@@ -211,6 +211,13 @@ class TrainingConfig(_Section):
     average_last: int = Field(
         5, ge=0, description="average the last N checkpoints at the end (0: off)"
     )
+    keep_best: int = Field(
+        5,
+        ge=0,
+        description="keep the N checkpoints of lowest validation perplexity "
+        "(at epoch ends), and end with the best on validation of: the average "
+        "of the last average_last, the average of these, the best one (0: off)",
+    )
     checkpoint_minutes: float = Field(
         10.0,
         gt=0,

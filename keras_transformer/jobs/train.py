@@ -69,6 +69,7 @@ from keras_transformer.training import (
     write_snapshot_model,
 )
 from keras_transformer.training.atomic import save_model_atomically
+from keras_transformer.training.best import BEST_DIR, BestCheckpoints, choose_final
 from keras_transformer.training.interrupt import StopOnSignal, TrainingInterrupted
 
 logger = logging.getLogger(__name__)
@@ -267,6 +268,10 @@ def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
         history = {k: v[:epoch] for k, v in history.items()}
     budget = TrainingBudget(tr.minutes, tr.steps, record.get("minutes", 0.0))
     log = _Log(history, per_step=tr.strategy == "multi_worker")
+    best = best_dir = None
+    if tr.keep_best and valid is not None and tr.strategy != "multi_worker":
+        best_dir = out / CHECKPOINT_DIR / BEST_DIR
+        best = BestCheckpoints(best_dir, tr.keep_best, write=chief)
     kept = max(tr.average_last, 1)
     checkpoints = Checkpoints(
         out / CHECKPOINT_DIR,
@@ -280,9 +285,12 @@ def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
         elapsed_minutes=record.get("minutes", 0.0),
         snapshots=record.get("snapshots"),
         write=chief,
+        best_dir=best_dir,
     )
     # Last: its record holds the epoch the log has just added.
     callbacks = [budget, log, checkpoints]
+    if best is not None:
+        callbacks.insert(2, best)
     progress = None
     if verbose and chief:  # A bar in the budget's units, not Keras's epochs
         progress = BudgetProgress(budget, steps=_epochs(tr) * stats.batches)
@@ -316,15 +324,38 @@ def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
             f"{stop.received} at step {steps}: the training state is saved in "
             f"{out / CHECKPOINT_DIR}; run the same command again to resume"
         )
-    averaged = checkpoints.checkpoints[-tr.average_last :] if tr.average_last else []
+
+    def validation_perplexity():
+        return model.evaluate(valid, verbose=0, return_dict=True)["perplexity"]
+
+    last = checkpoints.checkpoints[-max(tr.average_last, 1) :]
+    final = {"choice": "last", "checkpoints": [Path(p).name for p in last]}
     if chief:  # (the other workers of a multi-worker run write nothing)
-        if averaged:
-            average_checkpoints(model, averaged)
+        if best is not None and best.best():
+            final = choose_final(
+                model,
+                {"last": last, "best_average": best.best(), "best": best.best(1)},
+                validation_perplexity,
+            )
+            final["checkpoint_scores"] = {
+                name: best.scores[name]
+                for name in final["checkpoints"]
+                if name in best.scores
+            }
+        elif tr.average_last:
+            average_checkpoints(model, last)
+        logger.info(
+            "The final model: %s (%s)%s",
+            final["choice"].replace("_", " "),
+            ", ".join(final["checkpoints"]),
+            f"; validation perplexity {final['scores']}" if "scores" in final else "",
+        )
         save_model_atomically(model, out / MODEL_FILE)
         # Each snapshot becomes a model directory `evaluate` can read.
         for folder in sorted((out / SNAPSHOT_DIR).glob("minute_*")):
             if not (folder / MODEL_FILE).exists():
-                write_snapshot_model(model, folder)
+                score = validation_perplexity if best is not None else None
+                write_snapshot_model(model, folder, score)
             tokenizer.save(folder / TOKENIZER_DIR)
     return {
         "steps": steps,
@@ -337,7 +368,8 @@ def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
         },
         "parameters": int(model.count_params()),
         "vocab_size": tokenizer.vocab_size,
-        "averaged_checkpoints": len(averaged),
+        "averaged_checkpoints": len(final["checkpoints"]),
+        "final_model": final,
         "stopped_by_budget": budget.stopped,
     }
 

@@ -2,6 +2,7 @@
 averaging, snapshots), time and step budgets, and distribution."""
 
 from keras_transformer.training.averaging import average_checkpoints
+from keras_transformer.training.best import BestCheckpoints, choose_final
 from keras_transformer.training.budget import TrainingBudget
 from keras_transformer.training.checkpoints import (
     Checkpoints,
@@ -20,6 +21,7 @@ from keras_transformer.training.precision import set_mixed_precision
 from keras_transformer.training.progress import BudgetProgress
 
 __all__ = [
+    "BestCheckpoints",
     "BudgetProgress",
     "Checkpoints",
     "StopOnSignal",
@@ -27,6 +29,7 @@ __all__ = [
     "TrainingInterrupted",
     "average_checkpoints",
     "build_for_fit",
+    "choose_final",
     "fit_distributed",
     "is_chief",
     "make_strategy",

@@ -17,9 +17,10 @@ def average_checkpoints(model: keras.Model, paths: Sequence[PathLike]) -> keras.
     """Sets the weights of `model` to the element-wise mean of checkpoints.
 
     Each path is a checkpoint of a model of the same architecture: the
-    prefix of a `tf.train.Checkpoint` that holds it as `model` (what
-    `Checkpoints` writes; read by object), or a `.weights.h5` file written
-    by `model.save_weights` or
+    prefix of a `tf.train.Checkpoint` of its weights by name (what
+    `Checkpoints` writes, `weights_by_path`; files of earlier versions hold
+    the model as `model`), or a `.weights.h5` file written by
+    `model.save_weights` or
     `keras.callbacks.ModelCheckpoint(save_weights_only=True)`. Every
     floating-point weight of `model` (trainable and non-trainable:
     `model.weights`) becomes the mean of its values in the files,
@@ -112,6 +113,30 @@ def average_checkpoints(model: keras.Model, paths: Sequence[PathLike]) -> keras.
     return model
 
 
+def weights_by_path(model: keras.Model) -> dict:
+    """The model's weights by their Keras path below it, for `tf.train`.
+
+    `{"encoder/layer_0/self_attention/query/kernel": variable, ...}`:
+    the path of sublayer names (`variable.path` less the model's own name,
+    which Keras numbers per process), so a checkpoint finds every weight
+    again by name, also the weights of sublayers kept in lists (which
+    TensorFlow's object graph of a Keras model does not reach).
+
+    Raises:
+        ValueError: two weights have one path (sublayers of one name).
+    """
+    named = {}
+    for variable in model.weights:
+        path = variable.path.split("/", 1)[-1]
+        if path in named:
+            raise ValueError(
+                f"Two weights of the model {model.name!r} have the path "
+                f"{path!r}: give its sublayers distinct names"
+            )
+        named[path] = variable
+    return named
+
+
 def _load_model_weights(model: keras.Model, path: str) -> None:
     """Loads the model's own variables from `path`, not the optimizer's."""
     if path.endswith(".weights.h5"):
@@ -123,12 +148,20 @@ def _load_model_weights(model: keras.Model, path: str) -> None:
     optimizer = list(optimizer.variables) if optimizer is not None else []
     state = [keras.ops.convert_to_numpy(v) for v in optimizer]
     try:
-        status = tf.train.Checkpoint(model=model).read(path)
+        if _has_weights_by_path(path):
+            status = tf.train.Checkpoint(weights=weights_by_path(model)).read(path)
+        else:  # written before the weights were named (reached by position)
+            status = tf.train.Checkpoint(model=model).read(path)
         status.assert_existing_objects_matched().expect_partial()
     except (AssertionError, tf.errors.OpError) as error:
         raise ValueError(" ".join(str(error).split())[:300]) from None
     finally:
         _assign(optimizer, state)
+
+
+def _has_weights_by_path(prefix: str) -> bool:
+    keys = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    return any(key.startswith("weights/") for key in keys)
 
 
 def _exists(path: str) -> bool:

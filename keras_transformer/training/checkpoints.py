@@ -4,9 +4,9 @@ One mechanism serves three uses. Every `minutes`, and when training ends,
 `Checkpoints` writes `DIRECTORY/ckpt-STEP` through a
 `tf.train.CheckpointManager`. Each checkpoint holds
 
-- the model, restored by object: each variable is found again by the path
-  of attributes that leads to it (`model/encoder/...`), not by its
-  position in a list;
+- the model's weights by name: each is found again by its Keras path
+  below the model (`weights/encoder/layer_0/self_attention/query/kernel`,
+  `weights_by_path`), not by its position in a list;
 - its optimizer: step count, moments, loss scale (Keras's optimizer keeps
   its moments in the order of the model's trainable variables);
 - the dropout layers' seed states, by the layer that owns them (Keras does
@@ -41,7 +41,8 @@ import keras
 import tensorflow as tf
 
 from keras_transformer.training.atomic import save_model_atomically, write_atomically
-from keras_transformer.training.averaging import average_checkpoints
+from keras_transformer.training.averaging import average_checkpoints, weights_by_path
+from keras_transformer.training.best import BEST_DIR, choose_final, read_scores
 
 logger = logging.getLogger(__name__)
 
@@ -59,13 +60,15 @@ class CheckpointError(ValueError):
 
 
 def training_checkpoint(
-    model: keras.Model, record: tf.Variable | None = None
+    model: keras.Model, record: tf.Variable | None = None, named_weights: bool = True
 ) -> tf.train.Checkpoint:
     """A `tf.train.Checkpoint` of `model`, its optimizer, seeds and `record`.
 
     Args:
         model: a built model; its optimizer is included when it has one.
         record: a string `tf.Variable` saved alongside, or `None`.
+        named_weights: include the weights by name (`weights_by_path`);
+            `False` only to read files of earlier versions, which lack them.
 
     Example:
 
@@ -77,7 +80,11 @@ def training_checkpoint(
     >>> bool((twin.get_weights()[0] == model.get_weights()[0]).all())
     True
     """
+    # The weights by name (`weights_by_path`); the model too, whose object
+    # graph leads to its optimizer (and the files of earlier versions).
     parts = {"model": model, "seeds": _seed_states(model)}
+    if named_weights:
+        parts["weights"] = weights_by_path(model)
     if getattr(model, "optimizer", None) is not None:
         parts["optimizer"] = model.optimizer
     if record is not None:
@@ -123,7 +130,8 @@ def restore(prefix: str, model: keras.Model) -> dict:
         variables += list(model.optimizer.variables)
     before = [keras.ops.convert_to_numpy(v) for v in variables]
     record = tf.Variable("", dtype=tf.string, trainable=False)
-    checkpoint = training_checkpoint(model, record)
+    named = any(key.startswith("weights/") for key in keys)
+    checkpoint = training_checkpoint(model, record, named_weights=named)
     if any(key.startswith("save_counter/") for key in keys):
         checkpoint.save_counter  # noqa: B018 (created: the manager saves it)
     try:
@@ -202,6 +210,8 @@ class Checkpoints(keras.callbacks.Callback):
         write: `False` on the workers of a multi-worker run that do not
             write (they hold the same state as the chief; reading it takes
             no collective operation, so the chief saves alone).
+        best_dir: the folder of a `BestCheckpoints`; a snapshot also keeps
+            its checkpoints then, in `minute_M/best/`.
 
     Example:
 
@@ -230,6 +240,7 @@ class Checkpoints(keras.callbacks.Callback):
         elapsed_minutes: float = 0.0,
         snapshots: dict | None = None,
         write: bool = True,
+        best_dir: str | os.PathLike | None = None,
     ) -> None:
         super().__init__()
         if minutes <= 0:
@@ -255,6 +266,7 @@ class Checkpoints(keras.callbacks.Callback):
         self.elapsed_before = elapsed_minutes
         self.snapshots = {float(m): int(s) for m, s in (snapshots or {}).items()}
         self.write = write
+        self.best_dir = best_dir and os.fspath(best_dir)
         self._start = None
         self._last = None  # elapsed minutes at the last write
         self._due_at_epoch_end = False
@@ -362,6 +374,14 @@ class Checkpoints(keras.callbacks.Callback):
                     if os.path.exists(target):
                         os.remove(target)
                     _link_or_copy(os.path.join(self.directory, name), target)
+        if self.best_dir and os.path.isdir(self.best_dir):
+            best = os.path.join(folder, BEST_DIR)
+            shutil.rmtree(best, ignore_errors=True)
+            os.makedirs(best)
+            for name in os.listdir(self.best_dir):
+                _link_or_copy(
+                    os.path.join(self.best_dir, name), os.path.join(best, name)
+                )
         info = {
             "minutes": minute,
             "step": step,
@@ -372,20 +392,43 @@ class Checkpoints(keras.callbacks.Callback):
         logger.info("Snapshot after %g minutes (step %d).", minute, step)
 
 
-def write_snapshot_model(model: keras.Model, folder: str | os.PathLike) -> str:
-    """Averages a snapshot's checkpoints into `model`; saves `model.keras`.
+def write_snapshot_model(
+    model: keras.Model,
+    folder: str | os.PathLike,
+    score: Callable[[], float] | None = None,
+) -> str:
+    """Turns a snapshot's checkpoints into `folder/model.keras`.
+
+    Without `score`, or when the snapshot kept no best checkpoints, the
+    model is the average of its checkpoints (the newest when it was taken).
+    With `score` (validation, lower is better) and the best checkpoints
+    kept then (`best_dir` of `Checkpoints`), it is the best on `score` of
+    that average, the best ones' average and the best one (`choose_final`),
+    and `snapshot.json` says which.
 
     Args:
         model: a model of the run's architecture; its weights are replaced.
         folder: a snapshot folder written by `Checkpoints` (`minute_30`).
+        score: the validation score of the model's current weights.
 
     Returns:
         The path of the saved model.
     """
     folder = os.fspath(folder)
-    with open(os.path.join(folder, SNAPSHOT_FILE), encoding="utf-8") as f:
+    info_file = os.path.join(folder, SNAPSHOT_FILE)
+    with open(info_file, encoding="utf-8") as f:
         info = json.load(f)
-    average_checkpoints(model, [os.path.join(folder, n) for n in info["checkpoints"]])
+    last = [os.path.join(folder, n) for n in info["checkpoints"]]
+    best_folder = os.path.join(folder, BEST_DIR)
+    ranked = sorted(read_scores(best_folder).items(), key=lambda item: item[1])
+    best = [os.path.join(best_folder, name) for name, _ in ranked]
+    if score is not None and best:
+        candidates = {"last": last, "best_average": best, "best": best[:1]}
+        info["final_model"] = choose_final(model, candidates, score)
+        text = (json.dumps(info) + "\n").encode()
+        write_atomically(info_file, lambda f: f.write(text))
+    else:
+        average_checkpoints(model, last)
     path = os.path.join(folder, "model.keras")
     save_model_atomically(model, path)
     return path

@@ -146,3 +146,36 @@ def test_an_unfinished_run_of_the_npz_state_is_refused_not_restarted(tmp_path):
     (out / "state" / "state-000000004.npz").write_bytes(b"")
     with pytest.raises(RunError, match=r"earlier version.*--overwrite"):
         run_status(out, recipe)
+
+
+@pytest.mark.slow
+def test_the_final_model_is_the_best_candidate_on_validation(tmp_path):
+    from keras_transformer.models import Transformer
+    from keras_transformer.training import average_checkpoints
+
+    for suffix, lines in (("en", SOURCES), ("de", TARGETS)):
+        (tmp_path / f"valid.{suffix}").write_text("\n".join(lines) + "\n")
+    config = _config(
+        tmp_path, steps=9, average_last=2, keep_best=2, checkpoint_minutes=1e-6
+    )
+    config.data.valid_files = [str(tmp_path / "valid.en"), str(tmp_path / "valid.de")]
+    summary = train_from_config(config, verbose=0)
+    final = summary["final_model"]
+    out = tmp_path / "run" / "checkpoints"
+    # Each candidate was scored on validation; the lowest one was chosen.
+    assert set(final["scores"]) == {"last", "best_average", "best"}
+    assert final["scores"][final["choice"]] == min(final["scores"].values())
+    kept = json.loads((out / "best" / "scores.json").read_text())
+    assert len(kept) == 2 and summary["averaged_checkpoints"] == len(
+        final["checkpoints"]
+    )
+    if final["choice"] != "last":
+        assert final["checkpoint_scores"] == {n: kept[n] for n in final["checkpoints"]}
+    # model.keras holds the average of the chosen checkpoints.
+    folder = out / "best" if final["choice"] != "last" else out
+    model = keras.models.load_model(tmp_path / "run" / "model.keras")
+    twin = Transformer.from_config(model.get_config())
+    twin.build()
+    average_checkpoints(twin, [str(folder / n) for n in final["checkpoints"]])
+    for a, b in zip(model.get_weights(), twin.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)

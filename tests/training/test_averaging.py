@@ -133,13 +133,13 @@ class Pair(keras.Model):
         super().__init__()
         self.names = names
         for name in names:
-            setattr(self, name, keras.layers.Dense(3))
+            setattr(self, name, keras.layers.Dense(3, name=name))
 
     def call(self, x):
         return sum(getattr(self, name)(x) for name in sorted(self.names))
 
 
-def test_checkpoints_are_read_by_object_not_by_position(tmp_path):
+def test_checkpoints_are_read_by_name_not_by_position(tmp_path):
     model = Pair(("a", "b"))
     model(np.ones((1, 3)))
     flipped = Pair(("b", "a"))  # the same layers, created in the other order
@@ -171,3 +171,23 @@ def test_a_checkpoint_of_another_model_is_refused(tmp_path):
         average_checkpoints(model, [good, bad])
     for old, new in zip(before, model.get_weights(), strict=True):
         np.testing.assert_array_equal(old, new)
+
+
+def test_every_weight_of_a_transformer_is_read_by_name(tmp_path):
+    # The stacks keep their layers in a list, which TensorFlow's object
+    # graph of a Keras model does not reach: a fresh model (no optimizer
+    # to lead to the weights by position) must still get every weight.
+    from keras_transformer.models import Transformer
+
+    def transformer():
+        model = Transformer.from_preset("tiny", vocab_size=40, num_layers=2)
+        model.build()
+        return model
+
+    model, twin = transformer(), transformer()
+    prefix = training_checkpoint(model).write(str(tmp_path / "ckpt"))
+    average_checkpoints(twin, [prefix])
+    assert len(twin.weights) > 30
+    for mine, theirs in zip(model.weights, twin.weights, strict=True):
+        assert mine.path.split("/", 1)[1] == theirs.path.split("/", 1)[1]
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy())

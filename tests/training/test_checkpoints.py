@@ -76,6 +76,22 @@ def test_round_trip_restores_weights_moments_step_and_seeds(tmp_path):
     assert int(twin.optimizer.iterations.numpy()) == 1
 
 
+def test_a_checkpoint_of_the_earlier_layout_still_resumes(tmp_path):
+    # Written before the weights were named: the stacks' weights were
+    # reached through the optimizer's list of trainable variables.
+    model = _model()
+    _train_a_step(model)
+    text = tf.Variable(json.dumps({"a": 1}), dtype=tf.string)
+    prefix = training_checkpoint(model, text, named_weights=False).write(
+        str(tmp_path / "ckpt-1")
+    )
+    saved = _values(model)
+    twin = _model(seed=1)
+    assert restore(prefix, twin) == {"a": 1}
+    for a, b in zip(saved, _values(twin), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_a_damaged_checkpoint_changes_nothing(tmp_path):
     model = _model()
     prefix = _save(model, tmp_path, 1, {})
@@ -134,7 +150,7 @@ class _Clock:
 
 
 def _dense():
-    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, name="dense")])
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
     return model
 
@@ -223,3 +239,52 @@ def test_a_snapshot_is_the_average_training_would_end_with(tmp_path, monkeypatch
     # The snapshot is in the record, so a resumed run does not take it again.
     record = restore(callback.checkpoints[-1], _dense())
     assert record["snapshots"] == {"3": 3}
+
+
+def test_a_snapshot_keeps_the_best_so_far_and_is_chosen_on_validation(
+    tmp_path, monkeypatch
+):
+    from keras_transformer.training.best import BestCheckpoints
+
+    class Scores(keras.callbacks.Callback):  # a validation score per epoch
+        def on_epoch_end(self, epoch, logs=None):
+            logs["val_score"] = [5.0, 1.0, 4.0, 6.0, 7.0, 8.0][epoch]
+
+    monkeypatch.setattr(checkpoints, "_clock", _Clock(60.0))
+    best = BestCheckpoints(tmp_path / "best", keep=2, monitor="val_score")
+    callback = Checkpoints(
+        tmp_path / "checkpoints",
+        minutes=100,
+        snapshot_minutes=[5],
+        snapshot_dir=tmp_path / "snapshots",
+        best_dir=tmp_path / "best",
+    )
+    model = _dense()
+    # Six epochs of one batch; the snapshot comes after minute 5.
+    model.fit(
+        X[:2],
+        Y[:2],
+        batch_size=2,
+        epochs=6,
+        verbose=0,
+        callbacks=[Scores(), best, callback],
+    )
+    folder = tmp_path / "snapshots" / "minute_5"
+    kept = json.loads((folder / "best" / "scores.json").read_text())
+    assert kept == {"ckpt-2": 1.0, "ckpt-3": 4.0}
+    assert json.loads((folder / "snapshot.json").read_text())["step"] > 3
+    # Chosen on a score: the distance of the kernel from the best one's.
+    target = _dense()
+    name = min(kept, key=kept.get)
+    average_checkpoints(target, [folder / "best" / name])
+    aim = target.get_weights()[0]
+    twin = _dense()
+
+    def score():
+        return float(np.abs(twin.get_weights()[0] - aim).sum())
+
+    saved = keras.models.load_model(write_snapshot_model(twin, folder, score))
+    info = json.loads((folder / "snapshot.json").read_text())
+    assert info["final_model"]["choice"] == "best"
+    assert info["final_model"]["checkpoints"] == [name]
+    np.testing.assert_array_equal(saved.get_weights()[0], aim)

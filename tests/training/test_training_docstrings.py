@@ -9,6 +9,7 @@ from keras_transformer import losses, metrics
 from keras_transformer.schedules import transformer_schedule
 from keras_transformer.training import (
     averaging,
+    best,
     budget,
     checkpoints,
     interrupt,
@@ -28,6 +29,7 @@ MODULES = [
     interrupt,
     budget,
     progress,
+    best,
 ]
 
 
