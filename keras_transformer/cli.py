@@ -56,7 +56,16 @@ def run_job(args: argparse.Namespace) -> int:
     from keras_transformer.config import ConfigError
     from keras_transformer.training.interrupt import TrainingInterrupted
 
-    expected = (ConfigError, FileNotFoundError, FileExistsError, ValueError, OSError)
+    # ImportError: an optional extra a command needs (its message says how to
+    # install it), e.g. CTranslate2 for `export --format ctranslate2`.
+    expected = (
+        ConfigError,
+        FileNotFoundError,
+        FileExistsError,
+        ValueError,
+        OSError,
+        ImportError,
+    )
     noise = None if args.verbose else _StderrFilter()
     try:
         _run(args)
@@ -140,6 +149,11 @@ class _Stream:
 
 def _run(args: argparse.Namespace) -> None:
     # Each command imports only its own job.
+    if args.command == "export" and args.format == "ctranslate2":
+        _export_ctranslate2(args)
+        return
+    if args.command == "export" and args.quantization is not None:
+        raise ValueError("--quantization is for --format ctranslate2")
     if args.command in ("translate", "evaluate", "export"):
         _fill_search_settings(args)
     if args.command == "translate":
@@ -201,6 +215,30 @@ def _run(args: argparse.Namespace) -> None:
             overwrite=args.overwrite,
         )
         print(f"Exported the translator to {path}")
+
+
+def _export_ctranslate2(args: argparse.Namespace) -> None:
+    """`export --format ctranslate2`: search settings are chosen when it runs."""
+    from keras_transformer.jobs.export_ctranslate2 import export_ctranslate2
+
+    given = [
+        option
+        for option, value in (
+            ("--beam", args.beam),
+            ("--alpha", args.alpha),
+            ("--batch-tokens", args.batch_tokens),
+        )
+        if value is not None
+    ]
+    if given:
+        raise ValueError(
+            f"{', '.join(given)}: settings of the SavedModel; a CTranslate2 "
+            "model takes its search settings when it translates"
+        )
+    path = export_ctranslate2(
+        args.model, args.out, quantization=args.quantization, overwrite=args.overwrite
+    )
+    print(f"Exported the CTranslate2 model to {path}")
 
 
 def _print_demo(result: dict, output_dir: str) -> None:

@@ -8,6 +8,18 @@ parsed `-v` how to set TensorFlow's environment before importing it.
 
 import argparse
 
+# CTranslate2's weight types (`ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES`).
+CTRANSLATE2_QUANTIZATIONS = (
+    "int8",
+    "int8_float32",
+    "int8_float16",
+    "int8_bfloat16",
+    "int16",
+    "float16",
+    "bfloat16",
+    "float32",
+)
+
 # The installed distribution (setup.cfg's `[metadata] name`), whose version
 # `--version` shows without importing the library.
 DISTRIBUTION = "keras-transformer-mt"
@@ -171,10 +183,19 @@ def build_parser() -> argparse.ArgumentParser:
     _search_arguments(translate)
 
     export = sub.add_parser(
-        "export", parents=[common], help="write the string-to-string SavedModel"
+        "export",
+        parents=[common],
+        help="write the string-to-string SavedModel, or a CTranslate2 model",
     )
     export.add_argument("--model", required=True, help="trained model directory")
-    export.add_argument("--out", required=True, help="SavedModel directory")
+    export.add_argument("--out", required=True, help="directory to write")
+    export.add_argument(
+        "--format",
+        choices=["savedmodel", "ctranslate2"],
+        default="savedmodel",
+        help="a TensorFlow SavedModel translator (default), or a CTranslate2 "
+        "model (pip install 'keras-transformer-mt[ctranslate2]')",
+    )
     _search_arguments(export)
     export.add_argument(
         "--batch-tokens",
@@ -183,7 +204,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="source tokens per beam-search batch (default: 16384 / beam size)",
     )
     export.add_argument(
-        "--overwrite", action="store_true", help="replace a SavedModel at --out"
+        "--quantization",
+        choices=CTRANSLATE2_QUANTIZATIONS,
+        default=None,
+        help="CTranslate2's weight type (default: float32); ctranslate2 only",
+    )
+    export.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier export of the same format at --out",
     )
     return parser
 

@@ -46,7 +46,7 @@ def export_translator(
             a SavedModel without `overwrite`.
     """
     out = Path(out_dir)
-    _check_destination(out, overwrite)
+    check_destination(out, overwrite)
     model, tokenizer = load_trained(model_dir)
     translator = Translator(
         tokenizer, model, beam_size=beam_size, alpha=alpha, batch_tokens=batch_tokens
@@ -55,13 +55,32 @@ def export_translator(
     shutil.rmtree(temporary, ignore_errors=True)
     translator.save(str(temporary))
     sign_translator(temporary, *model_files(model_dir))
-    if out.exists():
-        shutil.rmtree(out)
-    temporary.rename(out)
+    replace_with(temporary, out)
     return str(out)
 
 
-def _check_destination(out: Path, overwrite: bool) -> None:
+SAVED_MODEL_FILES = frozenset(
+    {"saved_model.pb", "variables", "assets", "fingerprint.pb", SIGNATURE_FILE}
+)
+"""The entries of a SavedModel directory."""
+
+
+def check_destination(
+    out: Path,
+    overwrite: bool,
+    files: frozenset[str] = SAVED_MODEL_FILES,
+    required: str = "saved_model.pb",
+    kind: str = "SavedModel",
+) -> None:
+    """Refuses an `out` the export must not write to.
+
+    A missing or empty directory is fine; so is, with `overwrite`, one that
+    holds an earlier export: `required` and nothing but `files`.
+
+    Raises:
+        FileExistsError: `out` is a file, a directory of other files, or an
+            earlier export without `overwrite`.
+    """
     if not out.exists():
         return
     if not out.is_dir():
@@ -69,19 +88,19 @@ def _check_destination(out: Path, overwrite: bool) -> None:
     entries = {entry.name for entry in out.iterdir()}
     if not entries:
         return
-    saved_model = "saved_model.pb" in entries and entries <= {
-        "saved_model.pb",
-        "variables",
-        "assets",
-        "fingerprint.pb",
-        SIGNATURE_FILE,
-    }
-    if not saved_model:
+    if required not in entries or not entries <= files:
         raise FileExistsError(
-            f"--out: {str(out)!r} holds files that are not a SavedModel; "
+            f"--out: {str(out)!r} holds files that are not a {kind}; "
             "choose a new directory"
         )
     if not overwrite:
         raise FileExistsError(
-            f"--out: {str(out)!r} holds a SavedModel; --overwrite replaces it"
+            f"--out: {str(out)!r} holds a {kind}; --overwrite replaces it"
         )
+
+
+def replace_with(temporary: Path, out: Path) -> None:
+    """Moves the complete export `temporary` to `out`, replacing an earlier one."""
+    if out.exists():
+        shutil.rmtree(out)
+    temporary.rename(out)
