@@ -19,12 +19,7 @@ from keras_transformer.jobs.trust import SIGNATURE_FILE, model_files, sign_trans
 
 
 def export_translator(
-    model_dir: str,
-    out_dir: str,
-    beam_size: int = 4,
-    alpha: float = 0.6,
-    batch_tokens: int | None = None,
-    overwrite: bool = False,
+    model_dir: str, out_dir: str, overwrite: bool = False, **search
 ) -> str:
     """Writes the translator of the model in `model_dir` to `out_dir`.
 
@@ -32,11 +27,10 @@ def export_translator(
         model_dir: a directory written by `keras-transformer train`.
         out_dir: where the SavedModel goes: a new or empty directory, or
             with `overwrite` an earlier SavedModel.
-        beam_size: beam size of its default signature (1 = greedy).
-        alpha: length penalty of its default signature.
-        batch_tokens: source tokens per search batch (None: by beam size,
-            see `Translator`).
         overwrite: replace a SavedModel already at `out_dir`.
+        **search: settings of its default signature, passed to `Translator`
+            (`beam_size`, `alpha`, `batch_tokens`; `Translator`'s defaults
+            where left out).
 
     Returns:
         `out_dir`.
@@ -48,9 +42,7 @@ def export_translator(
     out = Path(out_dir)
     check_destination(out, overwrite)
     model, tokenizer = load_trained(model_dir)
-    translator = Translator(
-        tokenizer, model, beam_size=beam_size, alpha=alpha, batch_tokens=batch_tokens
-    )
+    translator = Translator(tokenizer, model, **search)
     temporary = out.with_name(f"{out.name}.tmp-export")
     shutil.rmtree(temporary, ignore_errors=True)
     translator.save(str(temporary))
