@@ -29,6 +29,8 @@ def _fill_search_settings(args: argparse.Namespace) -> None:
     """`--beam` and `--alpha` left out: the model's recipe's settings."""
     from keras_transformer.jobs.run_dir import search_settings
 
+    if args.beam is not None and args.alpha is not None:
+        return  # (the recipe is not read)
     settings = search_settings(args.model)
     if args.beam is None:
         args.beam = settings["beam_size"]
@@ -49,12 +51,17 @@ def main(argv: list[str] | None = None) -> int:
 def run_job(args: argparse.Namespace) -> int:
     """Runs the job of `args` (parsed by `build_parser`, with a command).
 
-    Returns the exit status: 0; 2 after one error line on stderr; 130 when
-    a signal stopped training (its state saved, one line saying so).
+    Returns the exit status: 0; 2 after one error line on stderr; 1 after
+    one line when the loss of a training run became NaN or infinite (its
+    last good state kept); 130 when a signal stopped training (its state
+    saved, one line saying so) or Ctrl-C stopped another command.
     """
     _quiet(args.verbose)
     from keras_transformer.config import ConfigError
-    from keras_transformer.training.interrupt import TrainingInterrupted
+    from keras_transformer.training.interrupt import (
+        TrainingDiverged,
+        TrainingInterrupted,
+    )
 
     expected = (ConfigError, FileNotFoundError, FileExistsError, ValueError, OSError)
     noise = None if args.verbose else _StderrFilter()
@@ -63,6 +70,21 @@ def run_job(args: argparse.Namespace) -> int:
     except TrainingInterrupted as error:
         print(f"keras-transformer {args.command}: {error}", file=sys.stderr)
         return 130
+    except KeyboardInterrupt:
+        if args.verbose:
+            logging.getLogger(__name__).exception("Traceback:")
+        again = (
+            "; run the same command again to resume from the last saved state"
+            if args.command in ("train", "demo")
+            else ""
+        )
+        print(f"keras-transformer {args.command}: interrupted{again}", file=sys.stderr)
+        return 130
+    except TrainingDiverged as error:
+        if args.verbose:
+            logging.getLogger(__name__).exception("Traceback:")
+        print(f"keras-transformer {args.command}: error: {error}", file=sys.stderr)
+        return 1
     except expected as error:
         if args.verbose:
             logging.getLogger(__name__).exception("Traceback:")

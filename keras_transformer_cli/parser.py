@@ -7,6 +7,7 @@ parsed `-v` how to set TensorFlow's environment before importing it.
 """
 
 import argparse
+import math
 
 # The installed distribution (setup.cfg's `[metadata] name`), whose version
 # `--version` shows without importing the library.
@@ -55,8 +56,12 @@ def _number(text: str, allow_zero: bool) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (value >= 0 if allow_zero else value > 0):  # NaN fails both
-        bound = ">= 0" if allow_zero else "> 0"
+    bound = ">= 0" if allow_zero else "> 0"
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(
+            f"expected a finite number {bound}, got {text}"
+        )
+    if not (value >= 0 if allow_zero else value > 0):
         raise argparse.ArgumentTypeError(f"expected a number {bound}, got {text}")
     return value
 

@@ -10,6 +10,7 @@ complete; an existing directory is replaced only if it is a SavedModel and
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -41,11 +42,17 @@ def export_translator(
         `out_dir`.
 
     Raises:
-        FileExistsError: `out_dir` is a file, a directory of other files, or
-            a SavedModel without `overwrite`.
+        FileExistsError: `out_dir` is a file, a directory of other files, a
+            SavedModel without `overwrite`, or the current directory (or
+            one that holds it).
     """
-    out = Path(out_dir)
-    _check_destination(out, overwrite)
+    out = Path(os.path.abspath(out_dir))  # `.`, `..` and `x/` have a name
+    if Path.cwd().is_relative_to(out):
+        raise FileExistsError(
+            f"--out: {out_dir!r} is the current directory or holds it; name a "
+            "new directory for the SavedModel"
+        )
+    _check_destination(out, overwrite, out_dir)
     model, tokenizer = load_trained(model_dir)
     translator = Translator(
         tokenizer, model, beam_size=beam_size, alpha=alpha, batch_tokens=batch_tokens
@@ -56,14 +63,14 @@ def export_translator(
     if out.exists():
         shutil.rmtree(out)
     temporary.rename(out)
-    return str(out)
+    return str(out_dir)
 
 
-def _check_destination(out: Path, overwrite: bool) -> None:
+def _check_destination(out: Path, overwrite: bool, given: str) -> None:
     if not out.exists():
         return
     if not out.is_dir():
-        raise FileExistsError(f"--out: {str(out)!r} is a file")
+        raise FileExistsError(f"--out: {str(given)!r} is a file")
     entries = {entry.name for entry in out.iterdir()}
     if not entries:
         return
@@ -75,10 +82,10 @@ def _check_destination(out: Path, overwrite: bool) -> None:
     }
     if not saved_model:
         raise FileExistsError(
-            f"--out: {str(out)!r} holds files that are not a SavedModel; "
+            f"--out: {str(given)!r} holds files that are not a SavedModel; "
             "choose a new directory"
         )
     if not overwrite:
         raise FileExistsError(
-            f"--out: {str(out)!r} holds a SavedModel; --overwrite replaces it"
+            f"--out: {str(given)!r} holds a SavedModel; --overwrite replaces it"
         )

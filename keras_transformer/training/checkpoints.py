@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -260,6 +261,7 @@ class Checkpoints(keras.callbacks.Callback):
         self._due_at_epoch_end = False
         self._manager = None
         self._record = None
+        self._diverged = False
 
     @property
     def checkpoints(self) -> list[str]:
@@ -283,6 +285,9 @@ class Checkpoints(keras.callbacks.Callback):
                     self._keep_snapshot(minute, step)
 
     def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(loss):
+            self._diverged = True  # nothing from here on is worth keeping
         elapsed = self.elapsed_minutes()
         if self._due(elapsed):
             if batch + 1 == (self.params or {}).get("steps"):
@@ -310,6 +315,14 @@ class Checkpoints(keras.callbacks.Callback):
         if not self.write:
             return
         step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+        if self._diverged or not _finite(self.model.trainable_variables):
+            self._diverged = True
+            logger.warning(
+                "Not writing the training state of step %d: its loss or weights "
+                "are not finite (the last state written stays the newest).",
+                step,
+            )
+            return
         due = [m for m in self.snapshot_minutes if m not in self.snapshots]
         due = [m for m in due if elapsed >= m]
         for minute in due:
@@ -389,6 +402,14 @@ def write_snapshot_model(model: keras.Model, folder: str | os.PathLike) -> str:
     path = os.path.join(folder, "model.keras")
     save_model_atomically(model, path)
     return path
+
+
+def _finite(variables) -> bool:
+    """Whether every value of `variables` is finite."""
+    return all(
+        bool(keras.ops.convert_to_numpy(keras.ops.all(keras.ops.isfinite(v))))
+        for v in variables
+    )
 
 
 def _seed_states(model: keras.Model) -> dict:
