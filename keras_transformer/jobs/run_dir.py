@@ -287,6 +287,7 @@ def keep_finished_model(directory: str | Path) -> Path:
         The snapshot folder that holds the finished model.
     """
     directory = Path(directory)
+    record_entries(directory, SNAPSHOT_DIR, SUMMARY_FILE)
     summary = read_summary(directory)
     summary.pop("history", None)
     step = summary.get("steps")

@@ -357,8 +357,11 @@ def _train(
     stop = StopOnSignal()
     if tr.strategy != "multi_worker":  # (workers would stop at different steps)
         callbacks.insert(0, stop)
-    if chief:
-        record_entries(out, CHECKPOINT_DIR, SNAPSHOT_DIR, LOG_DIR)
+    if chief:  # what `fit` writes
+        written = [CHECKPOINT_DIR]
+        written += [SNAPSHOT_DIR] if tr.snapshot_minutes else []
+        written += [LOG_DIR] if tr.strategy != "multi_worker" else []
+        record_entries(out, *written)
 
     start = time.monotonic()
     if tr.strategy == "multi_worker":
@@ -379,8 +382,8 @@ def _train(
     if diverged.step is not None:
         kept = checkpoints.checkpoints
         last = (
-            f"the last good training state, step {kept[-1].rsplit('-', 1)[1]}, "
-            f"is kept in {out / CHECKPOINT_DIR}"
+            f"the last state saved with finite weights, step "
+            f"{kept[-1].rsplit('-', 1)[1]}, is kept in {out / CHECKPOINT_DIR}"
             if kept
             else "no training state was saved before"
         )

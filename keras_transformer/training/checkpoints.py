@@ -183,7 +183,9 @@ class Checkpoints(keras.callbacks.Callback):
     of an epoch waits for the epoch's end, so its record holds the epoch's
     logs. Each checkpoint is `directory/ckpt-STEP` (`training_checkpoint`),
     with `{**record(), "minutes": ..., "snapshots": ...}` as its record; the
-    manager keeps the `keep` newest.
+    manager keeps the `keep` newest. No state is written whose weights are
+    not finite, nor any after a batch whose loss was not (a warning says so
+    once): the newest checkpoint stays the last good one.
 
     Args:
         directory: where the checkpoints go; created if needed.
@@ -287,7 +289,7 @@ class Checkpoints(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         loss = (logs or {}).get("loss")
         if loss is not None and not math.isfinite(loss):
-            self._diverged = True  # nothing from here on is worth keeping
+            self._stop_writing()  # nothing from here on is worth keeping
         elapsed = self.elapsed_minutes()
         if self._due(elapsed):
             if batch + 1 == (self.params or {}).get("steps"):
@@ -316,12 +318,7 @@ class Checkpoints(keras.callbacks.Callback):
             return
         step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
         if self._diverged or not _finite(self.model.trainable_variables):
-            self._diverged = True
-            logger.warning(
-                "Not writing the training state of step %d: its loss or weights "
-                "are not finite (the last state written stays the newest).",
-                step,
-            )
+            self._stop_writing()
             return
         due = [m for m in self.snapshot_minutes if m not in self.snapshots]
         due = [m for m in due if elapsed >= m]
@@ -337,6 +334,17 @@ class Checkpoints(keras.callbacks.Callback):
         manager.save(checkpoint_number=step)
         for minute in due:
             self._keep_snapshot(minute, step)
+
+    def _stop_writing(self) -> None:
+        if not self._diverged and self.write:
+            step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+            logger.warning(
+                "Not writing the training state of step %d or later: the loss or "
+                "the weights are not finite (the last state written stays the "
+                "newest).",
+                step,
+            )
+        self._diverged = True
 
     def _due(self, elapsed: float) -> bool:
         if elapsed - self._last >= self.minutes:
