@@ -2,7 +2,9 @@
 
 The arguments are `keras_transformer_cli.parser`'s. Each job lives in its
 own module of `keras_transformer.jobs`. An input error (a bad option,
-recipe, file or directory) is one line on stderr and exit status 2; `-v`
+recipe, file or directory, or a run directory another process holds) is
+one line on stderr and exit status 2; a training run whose loss became NaN
+or infinite, one line and status 1; Ctrl-C, one line and status 130. `-v`
 shows the traceback too, and TensorFlow's own logs. The executable's entry
 point, `keras_transformer_cli.run`, parses the arguments and sets the
 process's environment before it imports this module (and with it
