@@ -9,7 +9,9 @@ arguments, and what keys depend on each other; `docs/config.md`, the
 reference of every key, is generated from it (`python -m
 keras_transformer.config > docs/config.md`). An invalid recipe raises
 `ConfigError`, one line naming the dotted key and the value, and for an
-unknown key the closest valid one.
+unknown key the closest valid one (for a key an earlier version had, the
+key it became). Numbers are finite (no `.inf` or `.nan`), and a key
+given twice in the file is an error naming it and its line.
 
 Example:
 
@@ -351,7 +353,8 @@ def load_config(path: str | Path, overrides: dict | None = None) -> Config:
 
     Raises:
         FileNotFoundError: no such file.
-        ConfigError: invalid YAML, an unknown key or an invalid value.
+        ConfigError: invalid YAML, a key given twice, an unknown key or an
+            invalid value.
     """
     path = Path(path)
     if not path.is_file():
