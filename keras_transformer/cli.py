@@ -2,7 +2,9 @@
 
 The arguments are `keras_transformer_cli.parser`'s. Each job lives in its
 own module of `keras_transformer.jobs`. An input error (a bad option,
-recipe, file or directory) is one line on stderr and exit status 2; `-v`
+recipe, file or directory, or a run directory another process holds) is
+one line on stderr and exit status 2; a training run whose loss became NaN
+or infinite, one line and status 1; Ctrl-C, one line and status 130. `-v`
 shows the traceback too, and TensorFlow's own logs. The executable's entry
 point, `keras_transformer_cli.run`, parses the arguments and sets the
 process's environment before it imports this module (and with it
@@ -29,6 +31,8 @@ def _fill_search_settings(args: argparse.Namespace) -> None:
     """`--beam` and `--alpha` left out: the model's recipe's settings."""
     from keras_transformer.jobs.run_dir import search_settings
 
+    if args.beam is not None and args.alpha is not None:
+        return  # (the recipe is not read)
     settings = search_settings(args.model)
     if args.beam is None:
         args.beam = settings["beam_size"]
@@ -49,12 +53,17 @@ def main(argv: list[str] | None = None) -> int:
 def run_job(args: argparse.Namespace) -> int:
     """Runs the job of `args` (parsed by `build_parser`, with a command).
 
-    Returns the exit status: 0; 2 after one error line on stderr; 130 when
-    a signal stopped training (its state saved, one line saying so).
+    Returns the exit status: 0; 2 after one error line on stderr; 1 after
+    one line when the loss of a training run became NaN or infinite (its
+    last good state kept); 130 when a signal stopped training (its state
+    saved, one line saying so) or Ctrl-C stopped another command.
     """
     _quiet(args.verbose)
     from keras_transformer.config import ConfigError
-    from keras_transformer.training.interrupt import TrainingInterrupted
+    from keras_transformer.training.interrupt import (
+        TrainingDiverged,
+        TrainingInterrupted,
+    )
 
     # ImportError: an optional extra a command needs (its message says how to
     # install it), e.g. CTranslate2 for `export --format ctranslate2`.
@@ -72,6 +81,21 @@ def run_job(args: argparse.Namespace) -> int:
     except TrainingInterrupted as error:
         print(f"keras-transformer {args.command}: {error}", file=sys.stderr)
         return 130
+    except KeyboardInterrupt:
+        if args.verbose:
+            logging.getLogger(__name__).exception("Traceback:")
+        again = (
+            "; run the same command again to resume from the last saved state"
+            if args.command in ("train", "demo")
+            else ""
+        )
+        print(f"keras-transformer {args.command}: interrupted{again}", file=sys.stderr)
+        return 130
+    except TrainingDiverged as error:
+        if args.verbose:
+            logging.getLogger(__name__).exception("Traceback:")
+        print(f"keras-transformer {args.command}: error: {error}", file=sys.stderr)
+        return 1
     except expected as error:
         if args.verbose:
             logging.getLogger(__name__).exception("Traceback:")

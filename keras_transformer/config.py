@@ -9,7 +9,9 @@ arguments, and what keys depend on each other; `docs/config.md`, the
 reference of every key, is generated from it (`python -m
 keras_transformer.config > docs/config.md`). An invalid recipe raises
 `ConfigError`, one line naming the dotted key and the value, and for an
-unknown key the closest valid one.
+unknown key the closest valid one (for a key an earlier version had, the
+key it became). Numbers are finite (no `.inf` or `.nan`), and a key
+given twice in the file is an error naming it and its line.
 
 Example:
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,6 +47,15 @@ from pydantic import (
 from keras_transformer.models.presets import PRESETS
 
 FIXED_CORPORA = ("builtin", "multi30k", "files")
+MIN_VOCAB_SIZE = 261
+"""4 reserved ids, 256 byte pieces (byte fallback) and at least a character."""
+RENAMED = {
+    "evaluation.batch_size": (
+        "evaluation.batch_tokens",
+        "source tokens per beam-search batch, not sentences",
+    ),
+}
+"""Keys of earlier versions: the key each became, and what it means now."""
 
 
 class ConfigError(ValueError):
@@ -51,7 +63,10 @@ class ConfigError(ValueError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, validate_assignment=True)
+    # Numbers are finite: `.inf` and `.nan` are refused like any bad value.
+    model_config = ConfigDict(
+        extra="forbid", strict=True, validate_assignment=True, allow_inf_nan=False
+    )
 
 
 class DataConfig(_Section):
@@ -110,11 +125,24 @@ class TokenizerConfig(_Section):
     """`tokenizer`: the shared SentencePiece vocabulary."""
 
     vocab_size: int = Field(
-        8000, ge=5, description="ids in the shared source and target vocabulary"
+        8000,
+        ge=MIN_VOCAB_SIZE,
+        description="ids in the shared source and target vocabulary: 4 reserved, "
+        "256 bytes, one per character of the corpus, then pieces",
     )
     path: str | None = Field(
         None, description="a saved tokenizer to use instead of training one"
     )
+
+    @field_validator("vocab_size", mode="before")
+    @classmethod
+    def _room_for_bytes(cls, size: Any) -> Any:
+        if type(size) is int and size < MIN_VOCAB_SIZE:
+            raise ValueError(
+                f"expected >= {MIN_VOCAB_SIZE}: 4 reserved ids, 256 bytes and "
+                "at least one character"
+            )
+        return size
 
 
 class ModelOverrides(_Section):
@@ -235,7 +263,11 @@ class TrainingConfig(_Section):
     seed: int = Field(0, ge=0, description="seed of weights, dropout and data order")
 
     model_config = ConfigDict(
-        extra="forbid", strict=True, validate_assignment=True, populate_by_name=True
+        extra="forbid",
+        strict=True,
+        validate_assignment=True,
+        allow_inf_nan=False,
+        populate_by_name=True,
     )
 
     @field_validator("snapshot_minutes")
@@ -328,13 +360,62 @@ def load_config(path: str | Path, overrides: dict | None = None) -> Config:
 
     Raises:
         FileNotFoundError: no such file.
-        ConfigError: invalid YAML, an unknown key or an invalid value.
+        ConfigError: invalid YAML, a key given twice, an unknown key or an
+            invalid value.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Config file not found: {path}")
+    raw = read_yaml(path)
+    return config_from_dict(raw, source=str(path), overrides=overrides)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` that refuses a key given twice in one mapping.
+
+    PyYAML keeps the last value of a repeated key without a word, so a
+    recipe that sets `training.steps` twice would train to the second
+    value. The document's nodes are checked before anything is built.
+    """
+
+    def get_single_data(self):
+        node = self.get_single_node()
+        if node is None:
+            return None
+        _check_unique_keys(node, [])
+        return self.construct_document(node)
+
+
+def _check_unique_keys(node: yaml.Node, path: list[str]) -> None:
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, yaml.Mark] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue  # (a complex key: never a recipe's)
+            key = key_node.value
+            if key in seen and key != "<<":
+                raise yaml.MarkedYAMLError(
+                    problem=f"duplicate key {'.'.join([*path, key])} (first on "
+                    f"line {seen[key].line + 1})",
+                    problem_mark=key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark
+            _check_unique_keys(value_node, [*path, key])
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _check_unique_keys(item, [*path, str(index)])
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The data of a YAML file; a key repeated in a mapping is an error.
+
+    Raises:
+        OSError: the file cannot be read.
+        ConfigError: not UTF-8, not YAML, or a repeated key (one line naming
+            the file, the line and the dotted key).
+    """
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(Path(path).read_text(encoding="utf-8"), _UniqueKeyLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f", line {mark.line + 1}" if mark is not None else ""
@@ -342,7 +423,6 @@ def load_config(path: str | Path, overrides: dict | None = None) -> Config:
         raise ConfigError(f"{path}{where}: {problem}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text") from None
-    return config_from_dict(raw, source=str(path), overrides=overrides)
 
 
 def config_from_dict(
@@ -409,6 +489,9 @@ def _message(error: ValidationError, raw: dict, source: str) -> str:
     location = [str(part) for part in first["loc"] if part != "validate_"]
     if first["type"] == "extra_forbidden":
         dotted = ".".join(location)
+        if dotted in RENAMED:
+            key, meaning = RENAMED[dotted]
+            return f"{source}: {dotted} is now {key} ({meaning})"
         known = _known_keys(location[:-1])
         close = difflib.get_close_matches(location[-1], known, n=1)
         parent = ".".join(location[:-1])
@@ -447,7 +530,8 @@ def reference_markdown() -> str:
         "`keras_transformer/config.py` (`python -m keras_transformer.config > "
         "docs/config.md`; a test checks this page is current). Types are "
         "exact: a number where a number is expected, an integer where an "
-        "integer is, `true`/`false` for a boolean.",
+        "integer is, `true`/`false` for a boolean; numbers are finite (no "
+        "`.inf` or `.nan`), and a key given twice is an error.",
         "",
     ]
     sections = [
@@ -484,8 +568,8 @@ def _type_name(field) -> str:
     annotation = field.annotation
     text = annotation.__name__ if inspect.isclass(annotation) else str(annotation)
     names = {"int": "integer", "float": "number", "bool": "boolean", "str": "string"}
-    for python, yaml_name in names.items():
-        text = text.replace(python, yaml_name)
+    for python, yaml_name in names.items():  # (whole words: not float32)
+        text = re.sub(rf"\b{python}\b", yaml_name, text)
     text = text.replace("list[number]", "list of numbers")
     text = text.replace("list[string]", "list of strings")
     text = text.replace(" | None", " or null").replace("typing.Literal", "one of ")

@@ -22,7 +22,7 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
         "chrf_signature": str, "sentences": int}`.
 
     Raises:
-        ValueError: the two lists have different lengths.
+        ValueError: the two lists have different lengths, or are empty.
 
     Example:
 
@@ -36,6 +36,8 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
             "`hypotheses` and `references` must have the same length. "
             f"Received: {len(hypotheses)} hypotheses, {len(references)} references"
         )
+    if not hypotheses:
+        raise ValueError("No sentences to score: both lists are empty")
     bleu = sacrebleu.metrics.BLEU()
     chrf = sacrebleu.metrics.CHRF()
     bleu_score = bleu.corpus_score(hypotheses, [references])

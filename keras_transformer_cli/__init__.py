@@ -36,12 +36,16 @@ def run() -> None:
         parser.print_help()
         sys.exit(2)
     use_memory_pool()
-    if args.verbose:
-        from keras_transformer import cli
-    else:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-        with _stderr_to_devnull():
+    try:
+        if args.verbose:
             from keras_transformer import cli
+        else:
+            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+            with _stderr_to_devnull():
+                from keras_transformer import cli
+    except KeyboardInterrupt:  # Ctrl-C while TensorFlow starts: one line too
+        print(f"{parser.prog} {args.command}: interrupted", file=sys.stderr)
+        sys.exit(130)
     code = cli.run_job(args)
     gc.freeze()
     sys.exit(code)

@@ -7,6 +7,7 @@ parsed `-v` how to set TensorFlow's environment before importing it.
 """
 
 import argparse
+import math
 
 # CTranslate2's weight types (`ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES`).
 CTRANSLATE2_QUANTIZATIONS = (
@@ -67,8 +68,12 @@ def _number(text: str, allow_zero: bool) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (value >= 0 if allow_zero else value > 0):  # NaN fails both
-        bound = ">= 0" if allow_zero else "> 0"
+    bound = ">= 0" if allow_zero else "> 0"
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(
+            f"expected a finite number {bound}, got {text}"
+        )
+    if not (value >= 0 if allow_zero else value > 0):
         raise argparse.ArgumentTypeError(f"expected a number {bound}, got {text}")
     return value
 

@@ -156,6 +156,10 @@ def test_verbose_before_or_after_the_command(argv, verbose):
         (["train", "--config", "C", "--minutes", "x"], ["--minutes"]),
         (["translate", "--model", "M", "--beam", "0"], ["--beam", "got 0"]),
         (["translate", "--model", "M", "--alpha", "-1"], ["--alpha"]),
+        (["translate", "--model", "M", "--alpha", "inf"], ["--alpha", "finite"]),
+        (["evaluate", "--model", "M", "--alpha", "nan"], ["--alpha", "finite"]),
+        (["train", "--config", "C", "--minutes", "inf"], ["--minutes", "finite"]),
+        (["demo", "--minutes", "nan"], ["--minutes", "finite"]),
         (
             ["export", "--model", "M", "--out", "O", "--batch-tokens", "0"],
             ["--batch-tokens"],
@@ -181,6 +185,15 @@ def test_bad_options_are_one_line(capsys, argv, fragments):
         ("evaluation: {alpha: '0.6'}\n", ["evaluation.alpha: '0.6'"]),
         ("training: {steps: 2.5}\n", ["training.steps: 2.5"]),
         ("training: {jit_compile: 'yes'}\n", ["training.jit_compile: 'yes'"]),
+        ("training: {lr_scale: .inf}\n", ["training.lr_scale: inf", "finite"]),
+        (
+            "training:\n  steps: 3\n  steps: 4\n",
+            ["recipe.yaml, line 3: duplicate key training.steps"],
+        ),
+        (
+            "evaluation: {batch_size: 64}\n",
+            ["evaluation.batch_size is now evaluation.batch_tokens"],
+        ),
         ("model: {overrides: {num_layers: 0}}\n", ["model.overrides.num_layers: 0"]),
         (
             "data: {corpus: multi30k, data_dir: mistyped}\n",
@@ -225,6 +238,74 @@ def test_a_run_of_another_recipe_or_a_foreign_directory_is_refused(tmp_path, cap
         ["train", "--config", str(path)],
         "holds a run of another recipe",
         "--overwrite",
+    )
+    assert _snapshot(tmp_path) == before
+
+
+def test_overwrite_refuses_a_directory_with_files_no_run_wrote(tmp_path, capsys):
+    path = _recipe(tmp_path)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.yaml").write_text(yaml.safe_dump({"tokenizer": {"vocab_size": 1}}))
+    (out / "notes.txt").write_text("mine")
+    (out / "plots").mkdir()
+    before = _snapshot(tmp_path)
+    _error(
+        capsys,
+        ["train", "--config", str(path), "--overwrite"],
+        "holds files that no run wrote (notes.txt, plots)",
+    )
+    assert _snapshot(tmp_path) == before and (out / "plots").is_dir()
+
+
+def test_a_diverging_run_stops_with_its_last_good_state(tmp_path, capsys):
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_transformer.training.checkpoints import checkpoint_prefixes
+
+    # A rate 1e30 times the paper's: the weights overflow at once.
+    path = _recipe(
+        tmp_path, training={"lr_scale": 1e30, "steps": 6, "snapshot_minutes": []}
+    )
+    assert cli.main(["train", "--config", str(path), "--no-evaluate"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("keras-transformer train: error: the loss became "), err
+    out = tmp_path / "run"
+    summary = out / "summary.json"
+    assert not summary.exists() or not json.loads(summary.read_text()).get("finished")
+    assert not (out / "model.keras").exists()
+    # Only finite states were written; the newest is the last good one.
+    saved = checkpoint_prefixes(out / "checkpoints")
+    assert saved and f"step {saved[-1].rsplit('-', 1)[1]}, is kept in" in err
+    for prefix in saved:
+        reader = tf.train.load_checkpoint(prefix)
+        for name in reader.get_variable_to_shape_map():
+            value = np.asarray(reader.get_tensor(name))
+            if np.issubdtype(value.dtype, np.floating):
+                assert np.isfinite(value).all(), (prefix, name)
+
+
+def test_evaluate_on_empty_files_is_one_line(tmp_path, capsys):
+    empty = _write(tmp_path / "empty.en", [""])
+    _error(
+        capsys,
+        ["evaluate", "--model", str(tmp_path), "--source", empty, "--reference", empty],
+        "no sentence pairs to score",
+        "empty.en",
+    )
+
+
+@pytest.mark.parametrize("out", [".", "..", "./", "/"])
+def test_export_never_replaces_the_current_directory(
+    tmp_path, monkeypatch, capsys, out
+):
+    monkeypatch.chdir(tmp_path)
+    before = _snapshot(tmp_path)
+    _error(
+        capsys,
+        ["export", "--model", str(tmp_path), "--out", out, "--overwrite"],
+        f"--out: {out!r} is the current directory or holds it",
     )
     assert _snapshot(tmp_path) == before
 
@@ -525,7 +606,8 @@ def test_export_never_writes_among_other_files(trained, tmp_path, capsys):
     )
     assert _snapshot(tmp_path) == before
     exported = tmp_path / "exported"
-    argv = ["export", "--model", str(out), "--out", str(exported), "--beam", "1"]
+    # A trailing slash names the same directory.
+    argv = ["export", "--model", str(out), "--out", f"{exported}/", "--beam", "1"]
     assert cli.main(argv) == 0
     assert (exported / "saved_model.pb").exists()
     first = _snapshot(exported)

@@ -126,6 +126,33 @@ def test_empty_recipe_gets_documented_defaults():
         ),
         ({"training": {"validate": "no"}}, "training.validate: 'no'"),
         ({"data": {"max_length": True}}, "data.max_length: True"),
+        # Numbers are finite.
+        (
+            {"training": {"lr_scale": float("inf")}},
+            r"training.lr_scale: inf \(Input should be a finite number",
+        ),
+        ({"training": {"lr_scale": float("nan")}}, "training.lr_scale: nan"),
+        ({"training": {"minutes": float("inf")}}, "training.minutes: inf"),
+        ({"evaluation": {"alpha": float("inf")}}, "evaluation.alpha: inf"),
+        ({"training": {"checkpoint_minutes": float("nan")}}, "checkpoint_minutes: nan"),
+        (
+            {"training": {"snapshot_minutes": [30, float("inf")]}},
+            "training.snapshot_minutes.1: inf",
+        ),
+        (
+            {"model": {"overrides": {"dropout": float("nan")}}},
+            "model.overrides.dropout: nan",
+        ),
+        # The renamed key points to its new name, not to the closest spelling.
+        (
+            {"evaluation": {"batch_size": 64}},
+            r"evaluation.batch_size is now evaluation.batch_tokens \(source tokens",
+        ),
+        # SentencePiece needs 4 reserved ids and 256 bytes, at least.
+        (
+            {"tokenizer": {"vocab_size": 10}},
+            r"tokenizer.vocab_size: 10 \(expected >= 261: 4 reserved ids, 256 bytes",
+        ),
     ],
 )
 def test_invalid_recipes_name_the_key_and_value(raw, message):
@@ -177,6 +204,25 @@ def test_command_line_overrides_are_checked(tmp_path):
     assert load_config(path, {"training.steps": 7}).training.steps == 7
     with pytest.raises(ConfigError, match="training.minutes: 0"):
         load_config(path, {"training.minutes": 0})
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("training:\n  steps: 3\n  steps: 5\n", "line 3: duplicate key training.steps"),
+        ("data: {seed: 1}\ndata: {seed: 2}\n", "line 2: duplicate key data "),
+        (
+            "model:\n  overrides: {d_ff: 8, d_ff: 16}\n",
+            "line 2: duplicate key model.overrides.d_ff",
+        ),
+    ],
+)
+def test_a_key_given_twice_is_named_with_its_file_and_line(tmp_path, text, message):
+    path = tmp_path / "twice.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=f"twice.yaml, {message}") as error:
+        load_config(path)
+    assert "\n" not in str(error.value)
 
 
 def test_invalid_yaml_names_the_file_and_line(tmp_path):

@@ -20,11 +20,14 @@ from keras_transformer.config import config_from_dict
 from keras_transformer.decoding import Translator, beam_search
 from keras_transformer.evaluation import score_translations
 from keras_transformer.jobs.run_dir import (
+    DEMO_ENTRIES,
     MODEL_FILE,
     TOKENIZER_DIR,
     TRANSLATOR_DIR,
     load_trained,
     read_summary,
+    record_entries,
+    run_lock,
     write_summary,
     write_text,
 )
@@ -86,13 +89,18 @@ def run_demo(
     """
     out = Path(output_dir)
     config = demo_config(minutes, str(out), seed)
+    with run_lock(out):  # the demo's files too: one process at a time
+        return _demo(config, out, seed, verbose, test_sentences, overwrite)
+
+
+def _demo(config, out: Path, seed, verbose, test_sentences, overwrite) -> dict:
     done = read_summary(out).get("demo")
     summary = train_from_config(
         config, verbose=verbose, overwrite=overwrite, evaluate=False
     )
     if done and not overwrite:
         logger.warning("%s holds a finished demo; showing its results.", out)
-        return {**done, "summary": summary}
+        return {**_with_paths(done, out), "summary": summary}
 
     model, tokenizer = load_trained(out)
     test = data.builtin_corpus("test", seed=seed)
@@ -103,14 +111,16 @@ def run_demo(
     translator = Translator(tokenizer, model, beam_size=4, alpha=0.6)
     hypotheses = translate_sentences(translator, sources, progress=verbose != 0)
     scores = score_translations(hypotheses, references)
+    record_entries(out, *DEMO_ENTRIES)
     for name, lines in ((TEST_SOURCE, sources), (TEST_REFERENCE, references)):
         write_text(out / name, "".join(line + "\n" for line in lines))
+    # Names inside the run: it is the same run wherever it is moved.
     files = {
-        "model": str(out / MODEL_FILE),
-        "tokenizer": str(out / TOKENIZER_DIR),
-        "translator": str(out / TRANSLATOR_DIR),
-        "test_source": str(out / TEST_SOURCE),
-        "test_reference": str(out / TEST_REFERENCE),
+        "model": MODEL_FILE,
+        "tokenizer": TOKENIZER_DIR,
+        "translator": TRANSLATOR_DIR,
+        "test_source": TEST_SOURCE,
+        "test_reference": TEST_REFERENCE,
         **_plots(model, tokenizer, sources[0], out),
     }
     result = {
@@ -119,7 +129,14 @@ def run_demo(
         "files": files,
     }
     write_summary(out, {"test": scores, "demo": result})
-    return {**result, "summary": summary}
+    return {**_with_paths(result, out), "summary": summary}
+
+
+def _with_paths(result: dict, out: Path) -> dict:
+    """`result` with its files as paths in `out` (where the run is now)."""
+    # (Earlier versions kept the paths as spelled then: their names remain.)
+    files = {key: str(out / Path(name).name) for key, name in result["files"].items()}
+    return {**result, "files": files}
 
 
 def _plots(model, tokenizer, sentence: str, out: Path) -> dict:
@@ -156,7 +173,7 @@ def _plots(model, tokenizer, sentence: str, out: Path) -> dict:
             length=model.max_length, depth=model.d_model
         ),
     }
-    return {
-        key: str(save_figure(figure, out / (key.removesuffix("_png") + ".png")))
-        for key, figure in figures.items()
-    }
+    names = {key: key.removesuffix("_png") + ".png" for key in figures}
+    for key, figure in figures.items():
+        save_figure(figure, out / names[key])
+    return names

@@ -38,8 +38,17 @@ def evaluate_files(
 
     Returns:
         `score_translations`'s scores and signatures.
+
+    Raises:
+        ValueError: the files hold no sentence pairs, or different numbers
+            of lines.
     """
     corpus = load_parallel_files(source_path, reference_path)
+    if not len(corpus):
+        raise ValueError(
+            f"--source {source_path!r}, --reference {reference_path!r}: no "
+            "sentence pairs to score"
+        )
     translate = load_translator(model_dir, beam_size=beam_size, alpha=alpha)
     hypotheses: list[str] = []
     with tqdm(total=len(corpus.sources), unit="sentence", file=sys.stderr) as bar:

@@ -10,6 +10,7 @@ complete; an existing directory is replaced only if it is a SavedModel and
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -36,11 +37,12 @@ def export_translator(
         `out_dir`.
 
     Raises:
-        FileExistsError: `out_dir` is a file, a directory of other files, or
-            a SavedModel without `overwrite`.
+        FileExistsError: `out_dir` is a file, a directory of other files, a
+            SavedModel without `overwrite`, or the current directory (or
+            one that holds it).
     """
-    out = Path(out_dir)
-    check_destination(out, overwrite)
+    out = Path(os.path.abspath(out_dir))  # `.`, `..` and `x/` have a name
+    check_destination(out, overwrite, given=out_dir)
     model, tokenizer = load_trained(model_dir)
     translator = Translator(tokenizer, model, **search)
     temporary = out.with_name(f"{out.name}.tmp-export")
@@ -63,31 +65,42 @@ def check_destination(
     files: frozenset[str] = SAVED_MODEL_FILES,
     required: str = "saved_model.pb",
     kind: str = "SavedModel",
+    given: str | None = None,
 ) -> None:
     """Refuses an `out` the export must not write to.
 
     A missing or empty directory is fine; so is, with `overwrite`, one that
     holds an earlier export: `required` and nothing but `files`.
 
+    Args:
+        given: `out` as the user spelt it, for the messages.
+
     Raises:
-        FileExistsError: `out` is a file, a directory of other files, or an
-            earlier export without `overwrite`.
+        FileExistsError: `out` is a file, a directory of other files, an
+            earlier export without `overwrite`, or the current directory
+            (or one that holds it).
     """
+    given = str(out) if given is None else given
+    if Path.cwd().is_relative_to(out.absolute()):
+        raise FileExistsError(
+            f"--out: {given!r} is the current directory or holds it; name a "
+            f"new directory for the {kind}"
+        )
     if not out.exists():
         return
     if not out.is_dir():
-        raise FileExistsError(f"--out: {str(out)!r} is a file")
+        raise FileExistsError(f"--out: {str(given)!r} is a file")
     entries = {entry.name for entry in out.iterdir()}
     if not entries:
         return
     if required not in entries or not entries <= files:
         raise FileExistsError(
-            f"--out: {str(out)!r} holds files that are not a {kind}; "
+            f"--out: {str(given)!r} holds files that are not a {kind}; "
             "choose a new directory"
         )
     if not overwrite:
         raise FileExistsError(
-            f"--out: {str(out)!r} holds a {kind}; --overwrite replaces it"
+            f"--out: {str(given)!r} holds a {kind}; --overwrite replaces it"
         )
 
 

@@ -104,9 +104,9 @@ def export_ctranslate2(
     from keras_transformer.jobs.run_dir import load_trained
 
     import_ctranslate2()
-    out = Path(out_dir)
+    out = Path(os.path.abspath(out_dir))  # `.`, `..` and `x/` have a name
     check_destination(
-        out, overwrite, CTRANSLATE2_FILES, "model.bin", "CTranslate2 model"
+        out, overwrite, CTRANSLATE2_FILES, "model.bin", "CTranslate2 model", out_dir
     )
     model, tokenizer = load_trained(model_dir)
     temporary = out.with_name(f"{out.name}.tmp-export")

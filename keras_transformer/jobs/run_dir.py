@@ -2,7 +2,10 @@
 
 ```
 run_dir/
-  config.yaml          the recipe, written first (a run is of one recipe)
+  run.json             the manifest: every file and folder the run wrote
+  run.lock             held (flock) by the one process writing the run
+  config.yaml          the recipe (a run is of one recipe), written once the
+                       data and the tokenizer are known to be usable
   tokenizer/           the SentencePiece model of the shared vocabulary
   checkpoints/         the training state (`training.checkpoints`): resumed
                        from, averaged at the end, kept by snapshots
@@ -14,17 +17,24 @@ run_dir/
 ```
 
 Every file here is written atomically: a crash leaves the previous version
-or the new one.
+or the new one. A name enters the manifest before the run writes it, so
+`--overwrite` removes what the run wrote, and refuses to start when the
+directory holds anything else. A run is known by its contents: the path
+it is reached by (relative or absolute, moved) is no part of it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
+import socket
+import time
 from pathlib import Path
 
-import yaml
+from keras_transformer.config import ConfigError, config_from_dict, read_yaml
 
 MODEL_FILE = "model.keras"
 TOKENIZER_DIR = "tokenizer"
@@ -36,6 +46,8 @@ OLD_STATE_DIR = "state"
 """Where earlier versions kept their `.npz` training state."""
 SNAPSHOT_DIR = "snapshots"
 LOG_DIR = "logs"
+MANIFEST_FILE = "run.json"
+LOCK_FILE = "run.lock"
 RUN_ENTRIES = (
     CONFIG_FILE,
     TOKENIZER_DIR,
@@ -47,11 +59,94 @@ RUN_ENTRIES = (
     TRANSLATOR_DIR,
     SUMMARY_FILE,
 )
-"""Everything a run writes; `--overwrite` removes these and nothing else."""
+"""What the training job writes."""
+DEMO_ENTRIES = (
+    "test.en",
+    "test.de",
+    "cross_attention.png",
+    "encoder_attention.png",
+    "positional_encoding.png",
+)
+"""What the demo writes beside a training run."""
 
 
 class RunError(ValueError):
     """The output directory holds something a run must not touch."""
+
+
+def read_manifest(directory: str | Path) -> list[str] | None:
+    """The names the run in `directory` wrote, by its manifest; `None`
+    when there is no manifest (or it cannot be read)."""
+    path = Path(directory) / MANIFEST_FILE
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))["entries"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        return None
+    return entries
+
+
+def owned_entries(directory: str | Path) -> set[str]:
+    """The names in `directory` that a run of this project wrote.
+
+    Those of its manifest; for a run of an earlier version, which kept no
+    manifest, the names that version wrote (`RUN_ENTRIES`, `DEMO_ENTRIES`)
+    beside its `config.yaml`. The manifest and the lock file always.
+    """
+    directory = Path(directory)
+    entries = read_manifest(directory)
+    if entries is None:
+        entries = []
+        if (directory / CONFIG_FILE).is_file():  # a run of an earlier version
+            entries = [
+                name
+                for name in (*RUN_ENTRIES, *DEMO_ENTRIES)
+                if (directory / name).exists()
+            ]
+    return {*entries, MANIFEST_FILE, LOCK_FILE}
+
+
+def _is_ours(name: str, owned: set[str]) -> bool:
+    """`name` is owned, or the temporary file of an owned name
+    (`summary.json.tmp-PID`, `model.tmp-PID.keras`, `translator.tmp-export`)."""
+    if name in owned:
+        return True
+    return any(
+        name.startswith((f"{entry}.tmp-", f"{Path(entry).stem}.tmp-"))
+        for entry in owned
+    )
+
+
+def foreign_entries(directory: str | Path) -> list[str]:
+    """The names in `directory` that no run of this project wrote."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    owned = owned_entries(directory)
+    return sorted(e.name for e in directory.iterdir() if not _is_ours(e.name, owned))
+
+
+def record_entries(directory: str | Path, *names: str) -> None:
+    """Adds `names` to the run's manifest (atomically), before they are written.
+
+    A run of an earlier version gets its manifest here, listing what that
+    version wrote.
+    """
+    directory = Path(directory)
+    current = owned_entries(directory) - {MANIFEST_FILE, LOCK_FILE}
+    entries = sorted(current | set(names))
+    if read_manifest(directory) == entries:
+        return
+    from keras_transformer import __version__
+
+    manifest = {"written_by": f"keras_transformer {__version__}", "entries": entries}
+    write_text(directory / MANIFEST_FILE, json.dumps(manifest, indent=2) + "\n")
+
+
+def _listing(names: list[str], most: int = 5) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def run_status(directory: str | Path, recipe: dict) -> str:
@@ -76,23 +171,35 @@ def run_status(directory: str | Path, recipe: dict) -> str:
         return "new"
     if not directory.is_dir():
         raise RunError(f"output_dir: {str(directory)!r} is a file, not a directory")
-    entries = {entry.name for entry in directory.iterdir()}
-    if not entries:
-        return "new"
-    config = directory / CONFIG_FILE
-    if not config.is_file():
-        raise RunError(
-            f"output_dir: {str(directory)!r} holds files that are not a "
-            "training run's; choose another output directory"
+    if not (directory / CONFIG_FILE).is_file():
+        foreign = foreign_entries(directory)
+        if foreign:
+            raise RunError(
+                f"output_dir: {str(directory)!r} holds files that are not a "
+                f"training run's ({_listing(foreign)}); choose another output "
+                "directory"
+            )
+        written = sorted(
+            e.name
+            for e in directory.iterdir()
+            if e.name not in (MANIFEST_FILE, LOCK_FILE) and ".tmp-" not in e.name
         )
+        if written:
+            raise RunError(
+                f"output_dir: {str(directory)!r} holds an incomplete run (no "
+                f"{CONFIG_FILE}, but {_listing(written)}); --overwrite starts "
+                "it over"
+            )
+        return "new"  # a start that stopped before writing anything
     try:
-        saved = yaml.safe_load(config.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError):
+        saved = read_yaml(directory / CONFIG_FILE)
+    except (OSError, ConfigError):
         saved = None
-    if saved != recipe and not _differ_in_budget_only(saved, recipe):
+    saved, wanted = run_identity(saved), run_identity(recipe)
+    if saved != wanted and not _differ_in_budget_only(saved, wanted):
         raise RunError(
             f"output_dir: {str(directory)!r} holds a run of another recipe "
-            f"({_first_difference(saved, recipe)}); choose another output "
+            f"({_first_difference(saved, wanted)}); choose another output "
             "directory, or --overwrite to replace that run"
         )
     summary = read_summary(directory)
@@ -105,6 +212,38 @@ def run_status(directory: str | Path, recipe: dict) -> str:
             )
         return "resume"
     return "extend" if _goes_further(recipe["training"], summary) else "finished"
+
+
+PATH_KEYS = {
+    "data": ("data_dir", "train_files", "valid_files", "test_files"),
+    "tokenizer": ("path",),
+}
+"""The recipe's paths to its inputs, compared as paths (`a/./b/` is `a/b`)."""
+
+
+def run_identity(recipe):
+    """What makes two recipes the same run: all but `output_dir`.
+
+    Where the run is written is not what it is: the same run is reached by
+    a relative or an absolute path, with or without a trailing slash, and
+    after it was moved. The paths of its inputs are compared normalized.
+    """
+    if not isinstance(recipe, dict):
+        return recipe
+    identity = {key: value for key, value in recipe.items() if key != "output_dir"}
+    for section, keys in PATH_KEYS.items():
+        if not isinstance(identity.get(section), dict):
+            continue
+        identity[section] = dict(identity[section])
+        for key in keys:
+            value = identity[section].get(key)
+            if isinstance(value, str):
+                identity[section][key] = os.path.normpath(value)
+            elif isinstance(value, list):
+                identity[section][key] = [
+                    os.path.normpath(v) if isinstance(v, str) else v for v in value
+                ]
+    return identity
 
 
 BUDGET_KEYS = ("minutes", "steps")
@@ -148,6 +287,7 @@ def keep_finished_model(directory: str | Path) -> Path:
         The snapshot folder that holds the finished model.
     """
     directory = Path(directory)
+    record_entries(directory, SNAPSHOT_DIR, SUMMARY_FILE)
     summary = read_summary(directory)
     summary.pop("history", None)
     step = summary.get("steps")
@@ -187,14 +327,135 @@ def keep_finished_model(directory: str | Path) -> Path:
 
 
 def clear_run(directory: str | Path) -> None:
-    """Removes what a run wrote in `directory` (`RUN_ENTRIES`), nothing else."""
+    """Removes what a run wrote in `directory` (its manifest's), nothing else.
+
+    Raises:
+        RunError: `directory` holds anything else; nothing is removed then.
+    """
     directory = Path(directory)
-    for name in RUN_ENTRIES:
-        path = directory / name
-        if path.is_dir():
+    if not directory.is_dir():
+        return
+    foreign = foreign_entries(directory)
+    if foreign:
+        raise RunError(
+            f"output_dir: {str(directory)!r} holds files that no run wrote "
+            f"({_listing(foreign)}); --overwrite removes only a run's own "
+            "files: move them, or choose another output directory"
+        )
+    owned = owned_entries(directory)
+    for path in sorted(directory.iterdir()):
+        if path.name in (MANIFEST_FILE, LOCK_FILE) or not _is_ours(path.name, owned):
+            continue
+        if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
-        elif path.exists():
+        else:
             path.unlink()
+    (directory / MANIFEST_FILE).unlink(missing_ok=True)  # last: it names the rest
+
+
+_held: dict[str, list] = {}
+"""The run directories this process has locked: real path -> [fd, depth]."""
+
+
+@contextlib.contextmanager
+def run_lock(directory: str | Path):
+    """Holds `directory` for this process alone while the block runs.
+
+    An exclusive `flock` on `directory/run.lock`, which names the holder
+    (pid, host, start time). The kernel releases it when the process ends,
+    `kill -9` included; the file is removed when the block ends. The
+    directory (and its parents) are created if needed, and removed again
+    if the block leaves them empty, as after a start that failed its
+    checks. Re-entrant within a process (the demo holds it around `train`).
+
+    Raises:
+        RunError: another process holds it (the message names the holder),
+            or `directory` is a file.
+    """
+    directory = Path(directory)
+    key = os.path.realpath(directory)
+    if key in _held:
+        _held[key][1] += 1
+        try:
+            yield
+        finally:
+            _held[key][1] -= 1
+        return
+    if directory.exists() and not directory.is_dir():
+        raise RunError(f"output_dir: {str(directory)!r} is a file, not a directory")
+    created = []
+    missing = directory
+    while not missing.exists():
+        created.append(missing)
+        missing = missing.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / LOCK_FILE
+    try:
+        fd = _acquire(path, directory)
+    except BaseException:
+        _remove_empty(created)
+        raise
+    _held[key] = [fd, 1]
+    try:
+        yield
+    finally:
+        del _held[key]
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # before the lock goes: see `_acquire`
+        os.close(fd)
+        _remove_empty(created)
+
+
+def _acquire(path: Path, directory: Path) -> int:
+    """The file descriptor of `path`, locked; its holder's details written."""
+    for _ in range(100):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise RunError(
+                f"output_dir: {str(directory)!r} is in use by another process "
+                f"({holder}); one process at a time writes a run: wait for it "
+                "to end, or stop it"
+            ) from None
+        # A holder that ended removed the file after we opened it: our lock
+        # is on a file no one else will open. Try again on the new one.
+        try:
+            current = os.stat(path)
+        except FileNotFoundError:
+            current = None
+        mine = os.fstat(fd)
+        if current and (current.st_ino, current.st_dev) == (mine.st_ino, mine.st_dev):
+            info = {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+            }
+            data = (json.dumps(info) + "\n").encode()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, data, 0)
+            return fd
+        os.close(fd)
+    raise RunError(f"output_dir: {str(directory)!r}: cannot take its lock file")
+
+
+def _holder(fd: int) -> str:
+    try:
+        info = json.loads(os.pread(fd, 4096, 0).decode())
+        return f"pid {info['pid']} on {info['host']}, since {info['started']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "its details are not written yet"
+
+
+def _remove_empty(directories: list[Path]) -> None:
+    """Removes those of `directories` (deepest first) that are empty."""
+    for directory in directories:
+        try:
+            directory.rmdir()
+        except OSError:
+            return
 
 
 def remove_temporaries(directory: str | Path) -> None:
@@ -238,6 +499,7 @@ def write_text(path: str | Path, text: str) -> None:
 def write_summary(directory: str | Path, updates: dict) -> dict:
     """Merges `updates` into `summary.json` (atomically); returns the whole."""
     summary = {**read_summary(directory), **updates}
+    record_entries(directory, SUMMARY_FILE)
     write_text(Path(directory) / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
     return summary
 
@@ -290,6 +552,10 @@ def search_settings(model_dir: str | os.PathLike) -> dict:
 
     Returns:
         `{"beam_size": int, "alpha": float}`.
+
+    Raises:
+        ConfigError: the recipe cannot be read, or its values are not a
+            beam size and a length penalty (the file and key are named).
     """
     model_dir = Path(model_dir)
     candidates = [model_dir / CONFIG_FILE]
@@ -297,14 +563,24 @@ def search_settings(model_dir: str | os.PathLike) -> dict:
         candidates.append(model_dir.parent.parent / CONFIG_FILE)
     for path in candidates:
         if path.is_file():
-            try:
-                recipe = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-            except (OSError, yaml.YAMLError):
-                break  # an unreadable recipe: the defaults, as without one
+            recipe = read_yaml(path)
+            if recipe is None:
+                break
+            if not isinstance(recipe, dict):
+                raise ConfigError(
+                    f"{path}: expected a recipe (a mapping of sections), got "
+                    f"a {type(recipe).__name__}"
+                )
             evaluation = recipe.get("evaluation") or {}
+            if not isinstance(evaluation, dict):
+                raise ConfigError(
+                    f"{path}: evaluation: {evaluation!r} (expected a mapping)"
+                )
+            given = {k: evaluation[k] for k in DEFAULT_SEARCH if k in evaluation}
+            checked = config_from_dict({"evaluation": given}, source=str(path))
             return {
-                key: type(default)(evaluation.get(key, default))
-                for key, default in DEFAULT_SEARCH.items()
+                "beam_size": checked.evaluation.beam_size,
+                "alpha": float(checked.evaluation.alpha),
             }
     return dict(DEFAULT_SEARCH)
 

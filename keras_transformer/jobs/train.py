@@ -4,17 +4,24 @@ In order:
 
 1. The recipe is checked whole (`config.py`), command-line options
    included, and so are the files it names; nothing is written before.
-2. The output directory decides what happens (`run_dir.run_status`): a new
-   run starts; a run of the same recipe that did not finish resumes exactly
-   where its last training state left it; a finished run is left as it is,
-   or trains on when only the budget grew (`training.minutes` or
-   `training.steps`; its model is kept as a snapshot first); anything else
-   is an error (`--overwrite` starts over).
-3. The tokenizer is trained (or reused when resuming), the model and
-   optimizer are built, and the last training state, if any, is loaded.
-4. `model.fit` (or, across machines, `fit_distributed`) trains on an endless,
-   seeded stream of epochs positioned at the state's step, writing a
-   checkpoint every `training.checkpoint_minutes` (`training.Checkpoints`).
+2. The output directory is locked for this process (`run_dir.run_lock`),
+   and decides what happens (`run_dir.run_status`): a new run starts; a
+   run of the same recipe that did not finish resumes exactly where its
+   last training state left it; a finished run is left as it is, or trains
+   on when only the budget grew (`training.minutes` or `training.steps`;
+   its model is kept as a snapshot first); anything else is an error
+   (`--overwrite` starts over, when the directory holds nothing but the
+   run's own files).
+3. The data are read and the tokenizer is trained (or reused when
+   resuming); only then is the run written: its manifest, `config.yaml`
+   and the tokenizer. A start that fails before leaves the directory as
+   it found it.
+4. The model and optimizer are built, and the last training state, if any,
+   is loaded. `model.fit` (or, across machines, `fit_distributed`) trains
+   on an endless, seeded stream of epochs positioned at the state's step,
+   writing a checkpoint every `training.checkpoint_minutes`
+   (`training.Checkpoints`). A loss that becomes NaN or infinite stops the
+   run with `TrainingDiverged`, its last good state kept.
 5. The last checkpoints are averaged into the model, which is saved with
    each snapshot's own average; the exported translator and the summary
    are written, and the test split is scored.
@@ -22,7 +29,11 @@ In order:
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import os
+import re
 import time
 from pathlib import Path
 
@@ -30,7 +41,7 @@ import keras
 import yaml
 
 from keras_transformer import data
-from keras_transformer.config import Config, check_paths, load_config
+from keras_transformer.config import Config, ConfigError, check_paths, load_config
 from keras_transformer.decoding import Translator
 from keras_transformer.evaluation import score_translations
 from keras_transformer.jobs.run_dir import (
@@ -42,9 +53,12 @@ from keras_transformer.jobs.run_dir import (
     TOKENIZER_DIR,
     TRANSLATOR_DIR,
     clear_run,
+    foreign_entries,
     keep_finished_model,
     read_summary,
+    record_entries,
     remove_temporaries,
+    run_lock,
     run_status,
     write_summary,
     write_text,
@@ -61,7 +75,6 @@ from keras_transformer.training import (
     average_checkpoints,
     build_for_fit,
     fit_distributed,
-    is_chief,
     make_strategy,
     restore_latest,
     set_mixed_precision,
@@ -70,7 +83,12 @@ from keras_transformer.training import (
 )
 from keras_transformer.training.atomic import save_model_atomically
 from keras_transformer.training.best import BEST_DIR, BestCheckpoints, choose_final
-from keras_transformer.training.interrupt import StopOnSignal, TrainingInterrupted
+from keras_transformer.training.interrupt import (
+    StopOnNonFinite,
+    StopOnSignal,
+    TrainingDiverged,
+    TrainingInterrupted,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -121,10 +139,22 @@ def train_from_config(
     """
     check_paths(config)
     out = Path(config.output_dir)
+    # The chief writes the run, and holds it while it does; the other
+    # workers of a multi-worker run read it.
+    chief = _chief_by_environment(config.training.strategy)
+    with run_lock(out) if chief else contextlib.nullcontext():
+        return _start(config, out, chief, verbose, overwrite, evaluate)
+
+
+def _start(config, out, chief, verbose, overwrite, evaluate) -> dict:
     recipe = config.to_dict()
     if overwrite:
-        clear_run(out)
-    status = run_status(out, recipe)
+        foreign = foreign_entries(out) if chief else []
+        if foreign:
+            clear_run(out)  # refuses, naming them; nothing is removed
+        status = "new"  # the run there is removed once the checks pass
+    else:
+        status = run_status(out, recipe)
     if status == "finished":
         logger.warning(
             "%s holds a finished run of this recipe; left as it is (a larger "
@@ -136,25 +166,33 @@ def train_from_config(
     tr = config.training
     # A multi-worker strategy must exist before any other TensorFlow op.
     strategy = make_strategy(tr.strategy)
-    chief = is_chief(strategy)
-    if chief and status in ("resume", "extend"):
+    # The data and the tokenizer, checked before anything is written.
+    splits = load_splits(config)
+    _check_splits(config, splits)
+    reuse = status in ("resume", "extend") or not (chief or overwrite)
+    tokenizer = _tokenizer(config, splits["train"], out / TOKENIZER_DIR, reuse)
+    if chief:
+        if overwrite:
+            clear_run(out)
         remove_temporaries(out)
-    if chief and status == "extend":
-        kept = keep_finished_model(out)
-        logger.warning(
-            "%s holds a finished run of this recipe; training it on to the "
-            "new budget (its model is kept in %s).",
-            out,
-            kept,
-        )
-    if chief:  # the recipe, with the budget it now trains to
-        out.mkdir(parents=True, exist_ok=True)
+        if status == "extend":
+            kept = keep_finished_model(out)
+            logger.warning(
+                "%s holds a finished run of this recipe; training it on to the "
+                "new budget (its model is kept in %s).",
+                out,
+                kept,
+            )
+        # The recipe, with the budget it now trains to.
+        record_entries(out, CONFIG_FILE, TOKENIZER_DIR)
         write_text(out / CONFIG_FILE, yaml.safe_dump(recipe, sort_keys=False))
+        if not (out / TOKENIZER_DIR).exists():
+            tokenizer.save(out / TOKENIZER_DIR)
     keras.utils.set_random_seed(tr.seed)
     previous_policy = keras.config.dtype_policy()
     set_mixed_precision(tr.mixed_precision)
     try:
-        summary = _train(config, strategy, chief, out, verbose)
+        summary = _train(config, strategy, chief, out, verbose, splits, tokenizer)
     finally:
         keras.config.set_dtype_policy(previous_policy)
     if not chief:
@@ -164,15 +202,50 @@ def train_from_config(
     translator = Translator(
         tokenizer, model, e.beam_size, e.alpha, batch_tokens=e.batch_tokens
     )
-    test = load_splits(config)["test"] if evaluate else None
+    test = splits["test"] if evaluate else None
     if test is not None:
         sources, references = _pairs(test)
         summary["test"] = score_translations(
             translate_sentences(translator, sources), references
         )
     # `translate` loads this instead of tracing the search anew.
+    record_entries(out, TRANSLATOR_DIR)
     _export(translator, out / TRANSLATOR_DIR)
     return write_summary(out, {**summary, "finished": True})
+
+
+def _chief_by_environment(strategy: str) -> bool:
+    """Whether this process writes the run, known before TensorFlow starts.
+
+    As `training.is_chief` decides it from the strategy: every process but
+    a multi-worker run's; there, the `TF_CONFIG` task of type "chief", or
+    worker 0 when the cluster names no chief.
+    """
+    if strategy != "multi_worker":
+        return True
+    try:
+        tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+        task, cluster = tf_config.get("task", {}), tf_config.get("cluster", {})
+    except (ValueError, AttributeError):
+        return True  # `make_strategy` reports the error
+    if task.get("type") == "chief":
+        return True
+    return (
+        task.get("type") == "worker"
+        and int(task.get("index", 0)) == 0
+        and "chief" not in cluster
+    )
+
+
+def _check_splits(config: Config, splits: dict) -> None:
+    """Each split the recipe names holds sentences (else `ConfigError`)."""
+    if config.data.corpus != "files":
+        return
+    for split in ("train", "valid", "test"):
+        corpus = splits[split]
+        if corpus is not None and not len(corpus):
+            files = getattr(config.data, f"{split}_files")
+            raise ConfigError(f"data.{split}_files: {files!r} hold no sentence pairs")
 
 
 def load_splits(config: Config) -> dict:
@@ -219,11 +292,11 @@ def load_splits(config: Config) -> dict:
     }
 
 
-def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
-    """Training proper: tokenizer, model, state, `fit`; the model saved."""
+def _train(
+    config: Config, strategy, chief: bool, out: Path, verbose, splits, tokenizer
+) -> dict:
+    """Training proper: model, state, `fit`; the model saved."""
     tr = config.training
-    splits = load_splits(config)
-    tokenizer = _tokenizer(config, splits["train"], out, chief)
     batching = dict(
         max_length=config.data.max_length, token_budget=tr.token_budget, seed=tr.seed
     )
@@ -288,16 +361,22 @@ def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
         best_dir=best_dir,
     )
     # Last: its record holds the epoch the log has just added.
-    callbacks = [budget, log, checkpoints]
+    diverged = StopOnNonFinite()
+    callbacks = [diverged, budget, log, checkpoints]
     if best is not None:
-        callbacks.insert(2, best)
+        callbacks.insert(3, best)
     progress = None
     if verbose and chief:  # A bar in the budget's units, not Keras's epochs
         progress = BudgetProgress(budget, steps=_epochs(tr) * stats.batches)
-        callbacks.insert(2, progress)
+        callbacks.insert(3, progress)
     stop = StopOnSignal()
     if tr.strategy != "multi_worker":  # (workers would stop at different steps)
         callbacks.insert(0, stop)
+    if chief:  # what `fit` writes
+        written = [CHECKPOINT_DIR]
+        written += [SNAPSHOT_DIR] if tr.snapshot_minutes else []
+        written += [LOG_DIR] if tr.strategy != "multi_worker" else []
+        record_entries(out, *written)
 
     start = time.monotonic()
     try:
@@ -319,6 +398,20 @@ def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
             progress.close()
     minutes = (time.monotonic() - start) / 60
     steps = int(model.optimizer.iterations.numpy())
+    if diverged.step is not None:
+        kept = checkpoints.checkpoints
+        kept_note = (
+            f"the last state saved with finite weights, step "
+            f"{kept[-1].rsplit('-', 1)[1]}, is kept in {out / CHECKPOINT_DIR}"
+            if kept
+            else "no training state was saved before"
+        )
+        raise TrainingDiverged(
+            f"the loss became {diverged.loss} at step {diverged.step}: training "
+            f"stopped; {kept_note} (a lower training.lr_scale or a longer "
+            "training.warmup_steps may help, in a new output directory or "
+            "with --overwrite)"
+        )
     if stop.received:
         raise TrainingInterrupted(
             f"{stop.received} at step {steps}: the training state is saved in "
@@ -350,6 +443,7 @@ def _train(config: Config, strategy, chief: bool, out: Path, verbose) -> dict:
             ", ".join(final["checkpoints"]),
             f"; validation perplexity {final['scores']}" if "scores" in final else "",
         )
+        record_entries(out, MODEL_FILE)
         save_model_atomically(model, out / MODEL_FILE)
         # Each snapshot becomes a model directory `evaluate` can read.
         for folder in sorted((out / SNAPSHOT_DIR).glob("minute_*")):
@@ -431,19 +525,29 @@ class _Log(keras.callbacks.Callback):
             self.history.setdefault(key, []).append(float(value))
 
 
-def _tokenizer(config: Config, train_pairs, out: Path, chief: bool):
-    path = out / TOKENIZER_DIR
+def _tokenizer(config: Config, train_pairs, path: Path, reuse: bool):
+    """The run's tokenizer, not yet saved: the recipe's, the run's own when
+    `reuse` (resuming: the same ids), or one trained on `train_pairs`.
+
+    Raises:
+        ConfigError: `tokenizer.vocab_size` does not fit the corpus.
+    """
     if config.tokenizer.path:
-        tokenizer = data.Tokenizer.load(config.tokenizer.path)
-    elif path.exists():
-        tokenizer = data.Tokenizer.load(path)  # Resuming: keep the same ids.
-    else:
-        tokenizer = data.Tokenizer.train(
-            train_pairs, vocab_size=config.tokenizer.vocab_size
-        )
-    if chief and not path.exists():
-        tokenizer.save(path)
-    return tokenizer
+        return data.Tokenizer.load(config.tokenizer.path)
+    if reuse and path.exists():
+        return data.Tokenizer.load(path)
+    vocab_size = config.tokenizer.vocab_size
+    try:
+        return data.Tokenizer.train(train_pairs, vocab_size=vocab_size)
+    except ValueError as error:
+        needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(error))
+        if needed is None:
+            raise
+        raise ConfigError(
+            f"tokenizer.vocab_size: {vocab_size} (too small for this corpus: "
+            f"its characters, 256 bytes and 4 reserved ids take "
+            f"{needed.group(1)}; ask for more)"
+        ) from None
 
 
 def _load(out: Path):

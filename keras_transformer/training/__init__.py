@@ -15,7 +15,12 @@ from keras_transformer.training.distributed import (
     is_chief,
     make_strategy,
 )
-from keras_transformer.training.interrupt import StopOnSignal, TrainingInterrupted
+from keras_transformer.training.interrupt import (
+    StopOnNonFinite,
+    StopOnSignal,
+    TrainingDiverged,
+    TrainingInterrupted,
+)
 from keras_transformer.training.optimizers import transformer_optimizer
 from keras_transformer.training.precision import set_mixed_precision
 from keras_transformer.training.progress import BudgetProgress
@@ -24,8 +29,10 @@ __all__ = [
     "BestCheckpoints",
     "BudgetProgress",
     "Checkpoints",
+    "StopOnNonFinite",
     "StopOnSignal",
     "TrainingBudget",
+    "TrainingDiverged",
     "TrainingInterrupted",
     "average_checkpoints",
     "build_for_fit",

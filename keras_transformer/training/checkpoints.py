@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -190,7 +191,9 @@ class Checkpoints(keras.callbacks.Callback):
     of an epoch waits for the epoch's end, so its record holds the epoch's
     logs. Each checkpoint is `directory/ckpt-STEP` (`training_checkpoint`),
     with `{**record(), "minutes": ..., "snapshots": ...}` as its record; the
-    manager keeps the `keep` newest.
+    manager keeps the `keep` newest. No state is written whose weights are
+    not finite, nor any after a batch whose loss was not (a warning says so
+    once): the newest checkpoint stays the last good one.
 
     Args:
         directory: where the checkpoints go; created if needed.
@@ -272,6 +275,7 @@ class Checkpoints(keras.callbacks.Callback):
         self._due_at_epoch_end = False
         self._manager = None
         self._record = None
+        self._diverged = False
 
     @property
     def checkpoints(self) -> list[str]:
@@ -295,6 +299,9 @@ class Checkpoints(keras.callbacks.Callback):
                     self._keep_snapshot(minute, step)
 
     def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(loss):
+            self._stop_writing()  # nothing from here on is worth keeping
         elapsed = self.elapsed_minutes()
         if self._due(elapsed):
             if batch + 1 == (self.params or {}).get("steps"):
@@ -322,6 +329,9 @@ class Checkpoints(keras.callbacks.Callback):
         if not self.write:
             return
         step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+        if self._diverged or not _finite(self.model.trainable_variables):
+            self._stop_writing()
+            return
         due = [m for m in self.snapshot_minutes if m not in self.snapshots]
         due = [m for m in due if elapsed >= m]
         for minute in due:
@@ -336,6 +346,17 @@ class Checkpoints(keras.callbacks.Callback):
         manager.save(checkpoint_number=step)
         for minute in due:
             self._keep_snapshot(minute, step)
+
+    def _stop_writing(self) -> None:
+        if not self._diverged and self.write:
+            step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+            logger.warning(
+                "Not writing the training state of step %d or later: the loss or "
+                "the weights are not finite (the last state written stays the "
+                "newest).",
+                step,
+            )
+        self._diverged = True
 
     def _due(self, elapsed: float) -> bool:
         if elapsed - self._last >= self.minutes:
@@ -432,6 +453,14 @@ def write_snapshot_model(
     path = os.path.join(folder, "model.keras")
     save_model_atomically(model, path)
     return path
+
+
+def _finite(variables) -> bool:
+    """Whether every value of `variables` is finite."""
+    return all(
+        bool(keras.ops.convert_to_numpy(keras.ops.all(keras.ops.isfinite(v))))
+        for v in variables
+    )
 
 
 def _seed_states(model: keras.Model) -> dict:

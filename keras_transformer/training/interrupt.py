@@ -1,8 +1,10 @@
-"""Ctrl-C and SIGTERM end training at the next step, with its state saved."""
+"""Training that stops early: on Ctrl-C or SIGTERM at the next step, with its
+state saved; on a loss that is no longer finite, with its last good state."""
 
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import threading
 
@@ -13,6 +15,10 @@ logger = logging.getLogger(__name__)
 
 class TrainingInterrupted(RuntimeError):
     """Training stopped on a signal; its state was saved to resume from."""
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite; training stopped there."""
 
 
 class StopOnSignal(keras.callbacks.Callback):
@@ -76,3 +82,38 @@ class StopOnSignal(keras.callbacks.Callback):
             "(Ctrl-C again stops at once, unsaved).",
             self.received,
         )
+
+
+class StopOnNonFinite(keras.callbacks.Callback):
+    """Ends `fit` after the step whose loss is NaN or infinite.
+
+    Like `keras.callbacks.TerminateOnNaN`, but quiet, and it keeps the
+    optimizer step at which the loss went bad in `step` (and the loss in
+    `loss`), for the caller to raise `TrainingDiverged`. The weights of that
+    step are not worth saving: `Checkpoints` writes none that are not finite
+    or after such a loss, so the last good state stays the newest.
+
+    Example:
+
+    >>> import numpy as np
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer=keras.optimizers.SGD(1e30), loss="mse")
+    >>> stop = StopOnNonFinite()
+    >>> history = model.fit(np.ones((8, 2)), np.ones((8, 1)), batch_size=2,
+    ...                     epochs=3, verbose=0, callbacks=[stop])
+    >>> stop.step is not None and int(model.optimizer.iterations) == stop.step
+    True
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.step = None  # the optimizer step whose loss was not finite
+        self.loss = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if self.step is None and loss is not None and not math.isfinite(loss):
+            self.step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+            self.loss = float(loss)
+            self.model.stop_training = True
+            logger.warning("The loss is %s at step %d: stopping.", loss, self.step)

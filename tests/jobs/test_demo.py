@@ -10,6 +10,7 @@ from sacrebleu.metrics import BLEU
 
 from keras_transformer import cli
 from keras_transformer.jobs.demo import run_demo
+from keras_transformer.jobs.run_dir import RunError
 
 
 @pytest.mark.slow
@@ -55,4 +56,17 @@ def test_demo_writes_everything_it_promises(tmp_path, capsys):
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
     again = run_demo(minutes=0.02, output_dir=str(out), verbose=0, test_sentences=6)
     assert again["scores"] == scores
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
+
+    # --overwrite starts the demo over, its own files included.
+    again = run_demo(
+        minutes=0.01, output_dir=str(out), verbose=0, test_sentences=2, overwrite=True
+    )
+    assert again["scores"]["sentences"] == 2
+    assert len((out / "test.en").read_text().splitlines()) == 2
+    # ... and touches nothing it did not write.
+    (out / "notes.txt").write_text("mine")
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+    with pytest.raises(RunError, match=r"no run wrote \(notes.txt\)"):
+        run_demo(minutes=0.01, output_dir=str(out), verbose=0, overwrite=True)
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before

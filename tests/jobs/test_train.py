@@ -179,3 +179,70 @@ def test_the_final_model_is_the_best_candidate_on_validation(tmp_path):
     average_checkpoints(twin, [str(folder / n) for n in final["checkpoints"]])
     for a, b in zip(model.get_weights(), twin.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def _files(directory):
+    return {
+        str(p.relative_to(directory)): p.read_bytes() if p.is_file() else None
+        for p in sorted(directory.rglob("*"))
+    }
+
+
+def test_a_failed_start_leaves_the_directory_as_it_found_it(tmp_path):
+    from keras_transformer.config import ConfigError
+
+    out = tmp_path / "run"
+    # The schema allows 270; this corpus needs 284 ids at least.
+    small = _config(tmp_path).model_copy(
+        update={
+            "tokenizer": config_from_dict({"tokenizer": {"vocab_size": 270}}).tokenizer
+        }
+    )
+    with pytest.raises(ConfigError, match=r"tokenizer.vocab_size: 270 \(too small"):
+        train_from_config(small, verbose=0)
+    assert not out.exists()
+    out.mkdir()
+    with pytest.raises(ConfigError, match="tokenizer.vocab_size: 270"):
+        train_from_config(small, verbose=0)
+    assert list(out.iterdir()) == []
+    # An empty test split is found before training, not after.
+    (tmp_path / "test.en").write_text("")
+    empty = _config(tmp_path)
+    empty.data.test_files = [str(tmp_path / "test.en"), str(tmp_path / "test.en")]
+    with pytest.raises(ConfigError, match="data.test_files: .* hold no sentence"):
+        train_from_config(empty, verbose=0)
+    assert list(out.iterdir()) == []
+
+    # The corrected recipe is not blocked by anything the failures left.
+    assert train_from_config(_config(tmp_path), verbose=0)["finished"]
+    before = _files(out)
+    # --overwrite checks first too: the finished run stays as it was.
+    with pytest.raises(ConfigError, match="tokenizer.vocab_size: 270"):
+        train_from_config(small, verbose=0, overwrite=True)
+    assert _files(out) == before
+    manifest = json.loads((out / "run.json").read_text())["entries"]
+    assert set(manifest) == {p.name for p in out.iterdir()} - {"run.json"}
+
+
+@pytest.mark.slow
+def test_a_moved_run_trains_on_where_it_is_now(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    recipe = dict(average_last=2, checkpoint_minutes=1e-6)
+    config = _config(tmp_path, **recipe)
+    config.output_dir = "run"  # relative
+    assert train_from_config(config, verbose=0)["steps"] == 2
+    (tmp_path / "moved").mkdir()
+    (tmp_path / "run").rename(tmp_path / "moved" / "here")
+    moved = tmp_path / "moved" / "here"
+
+    config = _config(tmp_path, **recipe)
+    config.output_dir = str(moved) + "/"  # absolute, with a slash
+    before = _files(moved)
+    assert train_from_config(config, verbose=0)["steps"] == 2  # finished
+    assert _files(moved) == before
+    longer = _config(tmp_path, steps=4, **recipe)
+    longer.output_dir = str(moved)
+    summary = train_from_config(longer, verbose=0)
+    assert summary["finished"] and summary["resumed_from_step"] == 2
+    assert summary["steps"] == 4 and summary["averaged_checkpoints"] == 2
+    assert not (tmp_path / "run").exists()

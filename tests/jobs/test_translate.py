@@ -105,8 +105,66 @@ def test_search_settings_come_from_the_models_recipe(tmp_path):
     }
     (run / "config.yaml").write_text("evaluation:\n  alpha: 1\n")
     assert search_settings(run) == {"beam_size": 4, "alpha": 1.0}
-    (run / "config.yaml").write_text("evaluation: [unclosed\n")
+    (run / "config.yaml").write_text("")
     assert search_settings(run) == {"beam_size": 4, "alpha": 0.6}
+
+
+@pytest.mark.parametrize(
+    "text, fragments",
+    [
+        ("evaluation: [unclosed\n", ["config.yaml, line 2: expected"]),
+        ("- a list\n", ["config.yaml: expected a recipe", "got a list"]),
+        ("evaluation: 5\n", ["config.yaml: evaluation: 5"]),
+        (
+            "evaluation: {beam_size: abc}\n",
+            ["config.yaml: evaluation.beam_size: 'abc'"],
+        ),
+        ("evaluation: {alpha: .nan}\n", ["config.yaml: evaluation.alpha: nan"]),
+        (
+            "evaluation: {beam_size: 2, beam_size: 3}\n",
+            ["config.yaml, line 1: duplicate key evaluation.beam_size"],
+        ),
+    ],
+)
+def test_a_models_recipe_that_is_not_one_is_named(tmp_path, capsys, text, fragments):
+    from keras_transformer import cli
+
+    (tmp_path / "config.yaml").write_text(text)
+    assert cli.main(["translate", "--model", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("keras-transformer translate: error: ")
+    for fragment in fragments:
+        assert fragment in err[0], err
+    assert str(tmp_path / "config.yaml") in err[0]
+
+
+def test_the_recipe_is_not_read_when_the_search_is_given(tmp_path, monkeypatch):
+    from keras_transformer import cli
+
+    (tmp_path / "config.yaml").write_text("- not a recipe\n")
+    seen = {}
+    monkeypatch.setattr(
+        job,
+        "translate_files",
+        lambda model, files, beam_size, alpha: seen.update(search=(beam_size, alpha)),
+    )
+    argv = ["translate", "--model", str(tmp_path), "--beam", "2", "--alpha", "1"]
+    assert cli.main(argv) == 0
+    assert seen["search"] == (2, 1.0)
+
+
+def test_ctrl_c_during_translate_is_one_line_and_status_130(
+    tmp_path, monkeypatch, capsys
+):
+    from keras_transformer import cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(job, "translate_files", interrupted)
+    assert cli.main(["translate", "--model", str(tmp_path)]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["keras-transformer translate: interrupted"]
 
 
 @pytest.mark.parametrize(

@@ -288,3 +288,24 @@ def test_a_snapshot_keeps_the_best_so_far_and_is_chosen_on_validation(
     assert info["final_model"]["choice"] == "best"
     assert info["final_model"]["checkpoints"] == [name]
     np.testing.assert_array_equal(saved.get_weights()[0], aim)
+
+
+def test_no_state_is_written_once_the_loss_or_the_weights_are_not_finite(tmp_path):
+    class Blow(keras.callbacks.Callback):  # step 3's update: weights of inf
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch == 2:
+                self.model.optimizer.learning_rate.assign(float("inf"))
+
+    callback = Checkpoints(tmp_path, minutes=1e-9, keep=10)
+    model = _dense()
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    model.fit(X, Y, batch_size=1, verbose=0, callbacks=[Blow(), callback])
+    # Written after steps 1 and 2; not after step 3 (weights not finite),
+    # nor after a loss that was not (step 4 on), nor at the end.
+    names = [os.path.basename(p) for p in callback.checkpoints]
+    assert names == ["ckpt-1", "ckpt-2"]
+    reader = tf.train.load_checkpoint(callback.checkpoints[-1])
+    for name in reader.get_variable_to_shape_map():
+        value = reader.get_tensor(name)
+        if np.issubdtype(np.asarray(value).dtype, np.floating):
+            assert np.isfinite(value).all(), name
