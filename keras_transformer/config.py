@@ -30,7 +30,8 @@ from __future__ import annotations
 import difflib
 import inspect
 import os
-import re
+import types
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -565,15 +566,23 @@ def reference_markdown() -> str:
 
 
 def _type_name(field) -> str:
-    annotation = field.annotation
-    text = annotation.__name__ if inspect.isclass(annotation) else str(annotation)
-    names = {"int": "integer", "float": "number", "bool": "boolean", "str": "string"}
-    for python, yaml_name in names.items():  # (whole words: not float32)
-        text = re.sub(rf"\b{python}\b", yaml_name, text)
-    text = text.replace("list[number]", "list of numbers")
-    text = text.replace("list[string]", "list of strings")
-    text = text.replace(" | None", " or null").replace("typing.Literal", "one of ")
-    return text.replace("'", "")
+    return _describe_type(field.annotation)
+
+
+_TYPE_NAMES = {int: "integer", float: "number", bool: "boolean", str: "string"}
+
+
+def _describe_type(annotation) -> str:
+    """The YAML reader's name of a type; `Literal` values are shown as written."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Literal:
+        return f"one of [{', '.join(str(value) for value in args)}]"
+    if origin in (typing.Union, types.UnionType):
+        names = [_describe_type(arg) for arg in args if arg is not type(None)]
+        return " or ".join(names + ["null"] * (type(None) in args))
+    if origin is list:
+        return f"list of {_describe_type(args[0])}s"
+    return _TYPE_NAMES.get(annotation, getattr(annotation, "__name__", str(annotation)))
 
 
 def _rule(field) -> str:

@@ -254,6 +254,13 @@ def test_the_recipe_reference_in_the_docs_is_current():
     )
 
 
+def test_the_reference_shows_choices_as_written():
+    # Type names become YAML names ("float" -> "number"), choices do not.
+    page = reference_markdown()
+    assert "one of [float32, mixed_float16, mixed_bfloat16]" in page
+    assert "| `training.snapshot_minutes` | list of numbers |" in page
+
+
 def test_to_dict_round_trips():
     config = config_from_dict(
         {"model": {"overrides": {"num_layers": 1}}, "training": {"validate": False}}
