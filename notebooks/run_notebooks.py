@@ -34,10 +34,13 @@ from nbclient import NotebookClient
 NOTEBOOKS = Path(__file__).resolve().parent
 KERNEL_NAME = "keras-transformer-notebooks"
 # Log lines that are not the notebook's: TensorFlow's start-up lines, written
-# to stderr before any Python runs, and SentencePiece's normalization note.
+# to stderr before any Python runs or at its first op (the CUDA probe of a
+# machine without a GPU), and SentencePiece's normalization note (tokenizers
+# trained before it was avoided).
 STARTUP_NOISE = re.compile(
     r"^(WARNING: All log messages before absl::InitializeLog\(\) is called.*"
-    r"|[IWE]\d{4} [\d:. ]+\d+ (port|cudart_stub|cpu_feature_guard)\.cc:\d+\].*"
+    r"|[IWE]\d{4} [\d:. ]+\d+ (port|cudart_stub|cpu_feature_guard|cuda_platform)"
+    r"\.cc:\d+\].*"
     r"|normalizer\.cc\(\d+\) LOG\(INFO\) precompiled_charsmap is empty\..*)$\n?",
     re.MULTILINE,
 )
