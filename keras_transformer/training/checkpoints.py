@@ -496,7 +496,17 @@ def _set_aside(prefix: str) -> None:
 
 
 def _link_or_copy(source: str, target: str) -> None:
-    try:
-        os.link(source, target)
-    except OSError:  # a file system without hard links
-        shutil.copyfile(source, target)
+    """Hard-links a checkpoint's data file; copies its small index file.
+
+    TensorFlow replaces a data file by renaming a new one into place, but
+    rewrites an index file in place: a checkpoint written again at the same
+    step (at an epoch's end, then when training ends) would otherwise change
+    the index of the snapshot's copy under its old data.
+    """
+    if ".data-" in os.path.basename(source):
+        try:
+            os.link(source, target)
+            return
+        except OSError:  # a file system without hard links
+            pass
+    shutil.copyfile(source, target)

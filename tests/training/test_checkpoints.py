@@ -309,3 +309,31 @@ def test_no_state_is_written_once_the_loss_or_the_weights_are_not_finite(tmp_pat
         value = reader.get_tensor(name)
         if np.issubdtype(np.asarray(value).dtype, np.floating):
             assert np.isfinite(value).all(), name
+
+
+def test_a_snapshot_survives_its_checkpoint_written_again_at_the_same_step(
+    tmp_path, monkeypatch
+):
+    # TensorFlow rewrites an index file in place: a snapshot sharing it
+    # would read the new index against its old data.
+    monkeypatch.setattr(checkpoints, "_clock", _Clock(60.0))
+    history = {"loss": []}
+    callback = Checkpoints(
+        tmp_path / "checkpoints",
+        minutes=100,
+        record=lambda: {"history": history},
+        snapshot_minutes=[1],
+        snapshot_dir=tmp_path / "snapshots",
+    )
+    model = _dense()
+    model.fit(X[:2], Y[:2], batch_size=2, epochs=1, verbose=0, callbacks=[callback])
+    history["loss"] = [1.0] * 50  # a longer record, at the same step
+    callback.save()
+    folder = tmp_path / "snapshots" / "minute_1"
+    info = json.loads((folder / "snapshot.json").read_text())
+    assert info["checkpoints"] == ["ckpt-1"]
+    twin = _dense()
+    assert restore(str(folder / "ckpt-1"), twin)["history"] == {"loss": []}
+    saved = keras.models.load_model(write_snapshot_model(_dense(), folder))
+    for a, b in zip(saved.get_weights(), model.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
