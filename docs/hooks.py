@@ -3,7 +3,10 @@
 The notebooks stay in `notebooks/`, where they run and are tested. The build
 copies them into a scratch folder as `guides/<name>.ipynb` (mkdocs-jupyter
 reads a page from its source folder) and renders them from their stored
-outputs, never executing them.
+outputs, never executing them. A notebook links an image of the docs the way
+that works in a checkout, `![...](../docs/img/x.svg)`; mkdocs-jupyter writes
+the HTML without rewriting links, so the copy's markdown cells point the
+same links at the site's copy of `docs/`, relative to the guide's page.
 
 The navigation is built from the files present, so a page or notebook that
 someone adds appears without editing `mkdocs.yml`: the home page, the notes
@@ -63,8 +66,12 @@ def on_files(files, config):
     scratch = Path(tempfile.mkdtemp(prefix="keras-transformer-docs-"))
     _scratch.append(scratch)
     (scratch / "guides").mkdir()
+    # From the page of guides/<name>.ipynb up to the site root, where docs/ is.
+    root = "../../" if config.use_directory_urls else "../"
     for path in _notebooks():
-        shutil.copy2(path, scratch / "guides" / path.name)
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        text = json.dumps(_site_links(notebook, root), ensure_ascii=False, indent=1)
+        (scratch / "guides" / path.name).write_text(text, encoding="utf-8")
         files.append(
             File(
                 f"guides/{path.name}",
@@ -79,6 +86,17 @@ def on_files(files, config):
 def on_shutdown():
     while _scratch:
         shutil.rmtree(_scratch.pop(), ignore_errors=True)
+
+
+def _site_links(notebook, root):
+    """`../docs/` in markdown links becomes `root`: the notebook as a page."""
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown":
+            source = cell["source"]
+            lines = [source] if isinstance(source, str) else source
+            lines = [line.replace("](../docs/", f"]({root}") for line in lines]
+            cell["source"] = lines[0] if isinstance(source, str) else lines
+    return notebook
 
 
 def _notebooks():

@@ -1,6 +1,8 @@
 """The documentation site builds in strict mode: no broken link, no page left
 out of the navigation, no docstring the API reference cannot render."""
 
+import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -48,3 +50,40 @@ def test_language_model_page_runs_and_learns(capsys):
     assert float(accuracy.split()[-1]) > 0.5, accuracy
     assert completions[0].startswith("Freitag,") and len(completions[0]) > 9
     assert completions[1].startswith("vor") and len(completions[1]) > 4
+
+
+def _notebook_links(path):
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    return re.findall(r"\]\((\.\./docs/[^)\s]+)\)", text)
+
+
+def test_notebook_links_into_docs_exist():
+    """A notebook's `](../docs/...)` link finds its file from `notebooks/`."""
+    notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    links = {(p.name, link) for p in notebooks for link in _notebook_links(p)}
+    assert links, "no notebook links an image of docs/"
+    missing = [
+        (name, link)
+        for name, link in links
+        if not (ROOT / "notebooks" / link).is_file()
+    ]
+    assert not missing
+
+
+def test_guides_point_docs_links_at_the_site():
+    """docs/hooks.py points them at the site's copy of docs/ from the guide page."""
+    spec = importlib.util.spec_from_file_location("hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    notebook = {
+        "cells": [
+            {"cell_type": "markdown", "source": ["![a](../docs/img/x.svg)\n", "b"]},
+            {"cell_type": "markdown", "source": "[c](../docs/design.md)"},
+            {"cell_type": "code", "source": ["'](../docs/'"]},
+        ]
+    }
+    cells = hooks._site_links(notebook, "../../")["cells"]
+    assert cells[0]["source"] == ["![a](../../img/x.svg)\n", "b"]
+    assert cells[1]["source"] == "[c](../../design.md)"
+    assert cells[2]["source"] == ["'](../docs/'"]

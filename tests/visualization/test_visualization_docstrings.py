@@ -6,12 +6,13 @@ import pytest
 
 from keras_transformer.visualization import (
     attention,
+    diagrams,
     positional_encoding,
     saving,
     schedule,
 )
 
-MODULES = [attention, positional_encoding, saving, schedule]
+MODULES = [attention, diagrams, positional_encoding, saving, schedule]
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
