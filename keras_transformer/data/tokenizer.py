@@ -234,6 +234,7 @@ class Tokenizer(tf.Module):
 
         Byte-order marks (U+FEFF) are removed, then leading and trailing
         U+0020 spaces and runs of them become one; nothing else changes.
+        (Tokenizers trained by versions before 2026-11-26 keep U+FEFF.)
 
         Args:
             text: a sentence.

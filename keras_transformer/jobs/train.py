@@ -345,6 +345,7 @@ def _train(
     if tr.keep_best and valid is not None and tr.strategy != "multi_worker":
         best_dir = out / CHECKPOINT_DIR / BEST_DIR
         best = BestCheckpoints(best_dir, tr.keep_best, write=chief)
+        best.forget_after(resumed_from)
     kept = max(tr.average_last, 1)
     checkpoints = Checkpoints(
         out / CHECKPOINT_DIR,
@@ -446,6 +447,7 @@ def _train(
         record_entries(out, MODEL_FILE)
         save_model_atomically(model, out / MODEL_FILE)
         # Each snapshot becomes a model directory `evaluate` can read.
+        checkpoints.finish_snapshots()  # (one left unfinished by a kill)
         for folder in sorted((out / SNAPSHOT_DIR).glob("minute_*")):
             if not (folder / MODEL_FILE).exists():
                 score = validation_perplexity if best is not None else None

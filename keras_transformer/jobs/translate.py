@@ -81,7 +81,10 @@ def _saved_translator(model_dir: Path):
     path = model_dir / TRANSLATOR_DIR
     if not (path / "saved_model.pb").is_file():
         return None
-    refused = check_translator(path, *model_files(model_dir))
+    try:
+        refused = check_translator(path, *model_files(model_dir))
+    except (ValueError, OSError) as error:  # the key cannot be read
+        refused = str(error)
     if refused:
         logger.warning(
             "Not loading %s: %s; translating with model.keras instead "

@@ -22,6 +22,7 @@ import hmac
 import json
 import os
 import secrets
+import tempfile
 from pathlib import Path
 
 SIGNATURE_FILE = "keras_transformer_signature.json"
@@ -98,22 +99,35 @@ def _mac(record: dict) -> str:
 
 
 def _key() -> bytes:
-    """This user's key, made (readable by the user alone) on first use."""
+    """This user's key, made (readable by the user alone) on first use.
+
+    Raises:
+        ValueError: the key file is not 64 hexadecimal digits.
+    """
     config = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
     path = Path(config) / "keras_transformer" / "translator.key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        try:
+            with os.fdopen(descriptor, "w") as f:  # mode 600
+                f.write(secrets.token_hex(32))
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(temporary, path)  # the first writer's key wins
+            except FileExistsError:
+                pass
+        finally:
+            os.unlink(temporary)
+    text = path.read_text().strip()
     try:
-        return bytes.fromhex(path.read_text().strip())
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w") as f:
-        f.write(secrets.token_hex(32))
-    try:
-        os.link(temporary, path)  # the first writer's key wins
-    except FileExistsError:
-        pass
-    finally:
-        os.unlink(temporary)
-    return bytes.fromhex(path.read_text().strip())
+        key = bytes.fromhex(text)
+    except ValueError:
+        key = b""
+    if len(key) != 32:
+        raise ValueError(
+            f"{path}: not a translator key (64 hexadecimal digits); delete it "
+            "to make a new one (translators signed with it will be rebuilt)"
+        )
+    return key

@@ -150,13 +150,34 @@ def _load_model_weights(model: keras.Model, path: str) -> None:
     try:
         if _has_weights_by_path(path):
             status = tf.train.Checkpoint(weights=weights_by_path(model)).read(path)
+            status.assert_existing_objects_matched().expect_partial()
         else:  # written before the weights were named (reached by position)
-            status = tf.train.Checkpoint(model=model).read(path)
-        status.assert_existing_objects_matched().expect_partial()
+            _read_earlier_layout(model, path)
     except (AssertionError, tf.errors.OpError) as error:
         raise ValueError(" ".join(str(error).split())[:300]) from None
     finally:
         _assign(optimizer, state)
+
+
+def _read_earlier_layout(model: keras.Model, path: str) -> None:
+    """Reads a checkpoint that holds the model only as `model`.
+
+    Its object graph reaches the stacks' weights only through the model's
+    optimizer (by position), so every weight is checked to have been read:
+    each float weight is NaN until then.
+    """
+    floats = [v for v in model.weights if keras.backend.is_float_dtype(v.dtype)]
+    for variable in floats:
+        variable.assign(keras.ops.full(variable.shape, np.nan, variable.dtype))
+    status = tf.train.Checkpoint(model=model).read(path)
+    status.assert_existing_objects_matched().expect_partial()
+    unread = [v.path for v in floats if np.isnan(keras.ops.convert_to_numpy(v)).any()]
+    if unread:
+        raise ValueError(
+            f"{len(unread)} weights are not reached in this checkpoint of an "
+            f"earlier version (e.g. {unread[0]!r}): it reaches them through the "
+            "optimizer; read it into the compiled model that trained it"
+        )
 
 
 def _has_weights_by_path(prefix: str) -> bool:

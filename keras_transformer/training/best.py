@@ -73,6 +73,22 @@ class BestCheckpoints(keras.callbacks.Callback):
         self.write = write
         self.scores = read_scores(self.directory)
 
+    def forget_after(self, step: int) -> None:
+        """Drops the kept checkpoints past `step` (the state a run resumes from).
+
+        A run killed between two training states may have kept checkpoints
+        of training it then lost; the resumed run trains those steps again.
+        """
+        later = [name for name in self.scores if int(name.rsplit("-", 1)[1]) > step]
+        if not later:
+            return
+        for name in later:
+            del self.scores[name]
+        if self.write:
+            self._write_scores()
+            self._delete(later)
+        logger.info("Dropped best checkpoints of lost training: %s", later)
+
     def best(self, count: int | None = None) -> list[str]:
         """The prefixes of the best `count` (all kept: `None`), best first."""
         ranked = sorted(self.scores.items(), key=lambda item: item[1])
@@ -90,21 +106,32 @@ class BestCheckpoints(keras.callbacks.Callback):
             return
         from keras_transformer.training.checkpoints import training_checkpoint
 
+        if not all(
+            bool(keras.ops.all(keras.ops.isfinite(v)))
+            for v in self.model.trainable_variables
+        ):
+            return
         os.makedirs(self.directory, exist_ok=True)
         training_checkpoint(self.model).write(os.path.join(self.directory, name))
         self.scores[name] = float(score)
         dropped = [os.path.basename(p) for p in self.best()[self.keep :]]
         for old in dropped:
             del self.scores[old]
+        self._write_scores()
+        self._delete(dropped)  # after the list no longer names them
+        logger.info("Best checkpoints by %s: %s", self.monitor, self.scores)
+
+    def _write_scores(self) -> None:
         text = (json.dumps(self.scores, indent=1) + "\n").encode()
         write_atomically(
             os.path.join(self.directory, SCORES_FILE), lambda f: f.write(text)
         )
-        for old in dropped:  # after the list no longer names them
+
+    def _delete(self, names) -> None:
+        for name in names:
             for file in os.listdir(self.directory):
-                if file.startswith(old + "."):
+                if file.startswith(name + "."):
                     os.remove(os.path.join(self.directory, file))
-        logger.info("Best checkpoints by %s: %s", self.monitor, self.scores)
 
 
 def read_scores(directory: str | os.PathLike) -> dict:
@@ -141,19 +168,26 @@ def choose_final(
     Returns:
         `{"choice": name, "checkpoints": [names], "scores": {name: score}}`.
 
+    A candidate whose checkpoints cannot be read is passed over, with a
+    warning.
+
     Raises:
-        ValueError: no candidate has checkpoints.
+        ValueError: no candidate has checkpoints that can be read.
     """
     scores, chosen = {}, None
     for name, prefixes in candidates.items():
         if not prefixes:
             continue
-        average_checkpoints(model, prefixes)
+        try:
+            average_checkpoints(model, prefixes)
+        except (ValueError, OSError, IndexError) as error:  # a damaged file
+            logger.warning("Passing over the candidate %s: %s", name, error)
+            continue
         scores[name] = round(float(score()), 4)
         if chosen is None or scores[name] < scores[chosen]:
             chosen = name
     if chosen is None:
-        raise ValueError("choose_final: no candidate has checkpoints")
+        raise ValueError("choose_final: no candidate has checkpoints that can be read")
     if chosen != list(scores)[-1]:  # the model holds the last one scored
         average_checkpoints(model, candidates[chosen])
     return {

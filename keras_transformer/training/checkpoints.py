@@ -43,7 +43,12 @@ import tensorflow as tf
 
 from keras_transformer.training.atomic import save_model_atomically, write_atomically
 from keras_transformer.training.averaging import average_checkpoints, weights_by_path
-from keras_transformer.training.best import BEST_DIR, choose_final, read_scores
+from keras_transformer.training.best import (
+    BEST_DIR,
+    SCORES_FILE,
+    choose_final,
+    read_scores,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -293,7 +298,17 @@ class Checkpoints(keras.callbacks.Callback):
             self._start = _clock()
             self._last = self.elapsed_before
         self._due_at_epoch_end = False
-        if self.write:  # a snapshot written just before a crash, finished
+        self.finish_snapshots()
+
+    def finish_snapshots(self) -> None:
+        """Finishes the snapshots a run stopped in the middle of writing.
+
+        A snapshot is in the record of its checkpoint before its folder is
+        complete; a run killed in between finishes it when training begins
+        again, or (a budget already spent: no training) when the caller
+        calls this.
+        """
+        if self.write:
             for minute, step in self.snapshots.items():
                 if not os.path.exists(self._snapshot_file(minute)):
                     self._keep_snapshot(minute, step)
@@ -396,13 +411,22 @@ class Checkpoints(keras.callbacks.Callback):
                         os.remove(target)
                     _link_or_copy(os.path.join(self.directory, name), target)
         if self.best_dir and os.path.isdir(self.best_dir):
+            # The best ones up to the snapshot's step, with their scores.
+            scores = {
+                name: score
+                for name, score in read_scores(self.best_dir).items()
+                if int(name.rsplit("-", 1)[1]) <= step
+            }
             best = os.path.join(folder, BEST_DIR)
             shutil.rmtree(best, ignore_errors=True)
             os.makedirs(best)
             for name in os.listdir(self.best_dir):
-                _link_or_copy(
-                    os.path.join(self.best_dir, name), os.path.join(best, name)
-                )
+                if name.split(".", 1)[0] in scores:
+                    _link_or_copy(
+                        os.path.join(self.best_dir, name), os.path.join(best, name)
+                    )
+            text = (json.dumps(scores, indent=1) + "\n").encode()
+            write_atomically(os.path.join(best, SCORES_FILE), lambda f: f.write(text))
         info = {
             "minutes": minute,
             "step": step,

@@ -80,3 +80,12 @@ def test_the_key_is_made_once_and_private(tmp_path, monkeypatch):
     path = tmp_path / "keras_transformer" / "translator.key"
     assert path.stat().st_mode & 0o777 == 0o600
     assert [p.name for p in path.parent.iterdir()] == ["translator.key"]
+
+
+@pytest.mark.parametrize("text", ["", "zz" * 32, "ab" * 8])
+def test_a_damaged_key_is_refused_not_used(model_dir, tmp_path, monkeypatch, text):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    _sign(model_dir)
+    (tmp_path / "config" / "keras_transformer" / "translator.key").write_text(text)
+    with pytest.raises(ValueError, match="not a translator key"):
+        _check(model_dir)

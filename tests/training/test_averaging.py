@@ -191,3 +191,20 @@ def test_every_weight_of_a_transformer_is_read_by_name(tmp_path):
     for mine, theirs in zip(model.weights, twin.weights, strict=True):
         assert mine.path.split("/", 1)[1] == theirs.path.split("/", 1)[1]
         np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+
+
+def test_an_earlier_layout_that_does_not_reach_every_weight_is_refused(tmp_path):
+    # Files of earlier versions held the model only by its object graph,
+    # which reaches the stacks' weights through the optimizer alone.
+    from keras_transformer.models import Transformer
+
+    model = Transformer.from_preset("tiny", vocab_size=40, num_layers=1)
+    model.build()
+    prefix = training_checkpoint(model, named_weights=False).write(str(tmp_path / "c"))
+    twin = Transformer.from_preset("tiny", vocab_size=40, num_layers=1)
+    twin.build()  # no optimizer
+    before = [w.numpy() for w in twin.weights]
+    with pytest.raises(ValueError, match="weights are not reached"):
+        average_checkpoints(twin, [prefix])
+    for old, new in zip(before, twin.weights, strict=True):
+        np.testing.assert_array_equal(old, new.numpy())

@@ -89,3 +89,31 @@ def test_choose_final_sets_the_model_to_the_lowest_scored_candidate(tmp_path):
     np.testing.assert_allclose(model.get_weights()[0], 3.0)
     with pytest.raises(ValueError, match="no candidate"):
         choose_final(model, {"none": []}, score)
+
+
+def test_a_resumed_run_forgets_the_best_of_its_lost_training(tmp_path):
+    model = _model()
+    _epochs(BestCheckpoints(tmp_path, keep=3), model, [9.0, 7.0, 8.0])
+    # The state it resumes from is step 1's: steps 2 and 3 are trained again.
+    resumed = BestCheckpoints(tmp_path, keep=3)
+    resumed.forget_after(1)
+    assert resumed.scores == {"ckpt-1": 9.0} == read_scores(tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("*.index")) == ["ckpt-1.index"]
+
+
+def test_non_finite_weights_are_not_kept(tmp_path):
+    model, best = _model(), BestCheckpoints(tmp_path, keep=2)
+    best.set_model(model)
+    model.layers[0].bias.assign([float("nan")])
+    best.on_epoch_end(0, {"val_perplexity": 1.0})
+    assert best.scores == {} and not any(tmp_path.iterdir())
+
+
+def test_a_damaged_candidate_is_passed_over(tmp_path):
+    model = _model()
+    good = training_checkpoint(model).write(str(tmp_path / "good"))
+    bad = training_checkpoint(model).write(str(tmp_path / "bad"))
+    data = tmp_path / "bad.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[:10])
+    final = choose_final(model, {"damaged": [bad], "good": [good]}, lambda: 1.0)
+    assert final["choice"] == "good" and final["scores"] == {"good": 1.0}

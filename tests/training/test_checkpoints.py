@@ -337,3 +337,39 @@ def test_a_snapshot_survives_its_checkpoint_written_again_at_the_same_step(
     saved = keras.models.load_model(write_snapshot_model(_dense(), folder))
     for a, b in zip(saved.get_weights(), model.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_snapshot_keeps_no_best_checkpoint_from_after_its_step(tmp_path, monkeypatch):
+    # Best checkpoints of a later step (a resumed run's lost training) stay out.
+    later = _dense()
+    best_dir = tmp_path / "best"
+    best_dir.mkdir()
+    training_checkpoint(later).write(str(best_dir / "ckpt-100"))
+    (best_dir / "scores.json").write_text(json.dumps({"ckpt-100": 0.5}))
+    monkeypatch.setattr(checkpoints, "_clock", _Clock(60.0))
+    callback = Checkpoints(
+        tmp_path / "checkpoints",
+        minutes=100,
+        snapshot_minutes=[1],
+        snapshot_dir=tmp_path / "snapshots",
+        best_dir=best_dir,
+    )
+    _dense().fit(X[:2], Y[:2], batch_size=2, verbose=0, callbacks=[callback])
+    kept = tmp_path / "snapshots" / "minute_1" / "best"
+    assert json.loads((kept / "scores.json").read_text()) == {}
+    assert sorted(p.name for p in kept.iterdir()) == ["scores.json"]
+
+
+def test_finish_snapshots_completes_one_a_kill_left_half_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(checkpoints, "_clock", _Clock(60.0))
+    kwargs = dict(minutes=100, snapshot_minutes=[1], snapshot_dir=tmp_path / "s")
+    callback = Checkpoints(tmp_path / "c", **kwargs)
+    _dense().fit(X[:2], Y[:2], batch_size=2, verbose=0, callbacks=[callback])
+    info = tmp_path / "s" / "minute_1" / "snapshot.json"
+    expected = json.loads(info.read_text())
+    info.unlink()  # killed after the checkpoint, before snapshot.json
+    record = restore(callback.checkpoints[-1], _dense())
+    resumed = Checkpoints(tmp_path / "c", snapshots=record["snapshots"], **kwargs)
+    resumed.set_model(_dense())
+    resumed.finish_snapshots()  # no training: the budget was spent
+    assert json.loads(info.read_text()) == expected
