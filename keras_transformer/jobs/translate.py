@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from keras_transformer import __version__
 from keras_transformer.jobs.run_dir import TRANSLATOR_DIR
-from keras_transformer.jobs.trust import check_translator, model_files
+from keras_transformer.jobs.trust import check_translator, model_files, private_copy
 
 logger = logging.getLogger(__name__)
 
@@ -81,9 +81,10 @@ def _saved_translator(model_dir: Path):
     path = model_dir / TRANSLATOR_DIR
     if not (path / "saved_model.pb").is_file():
         return None
-    try:
-        refused = check_translator(path, *model_files(model_dir))
-    except (ValueError, OSError) as error:  # the key cannot be read
+    try:  # checked and loaded from one private copy
+        copy = private_copy(path)
+        refused = check_translator(copy, *model_files(model_dir))
+    except (ValueError, OSError) as error:  # a link; the key cannot be read
         refused = str(error)
     if refused:
         logger.warning(
@@ -99,7 +100,7 @@ def _saved_translator(model_dir: Path):
     import tensorflow_text  # noqa: F401 (registers the SentencePiece ops)
 
     try:
-        translator = tf.saved_model.load(str(path))
+        translator = tf.saved_model.load(str(copy))
         settings = translator.settings()
     except (AttributeError, OSError, ValueError, tf.errors.OpError) as error:
         logger.info("Not using %s: %s", path, error)

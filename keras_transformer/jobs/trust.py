@@ -17,11 +17,13 @@ under `~/.config`), made on first use and readable by the user alone.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import hmac
 import json
 import os
 import secrets
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -44,6 +46,31 @@ def sign_translator(translator_dir: Path, model_file: Path, tokenizer_file: Path
     temporary = translator_dir / f"{SIGNATURE_FILE}.tmp"
     temporary.write_text(json.dumps(record, indent=2))
     os.replace(temporary, translator_dir / SIGNATURE_FILE)
+
+
+def private_copy(translator_dir: Path) -> Path:
+    """A copy of `translator_dir` that only this process reads, for checking
+    and loading: the directory itself could change between the two reads.
+
+    The copy is removed when the process exits.
+
+    Raises:
+        ValueError: the directory holds a symbolic link (its target would
+            not be what was signed).
+    """
+    _refuse_links(translator_dir)
+    copy = Path(tempfile.mkdtemp(prefix="keras_transformer_translator_"))
+    atexit.register(shutil.rmtree, copy, True)
+    copy = copy / translator_dir.name
+    shutil.copytree(translator_dir, copy, symlinks=True)
+    _refuse_links(copy)  # (one made while it was copied)
+    return copy
+
+
+def _refuse_links(directory: Path) -> None:
+    for path in directory.rglob("*"):
+        if path.is_symlink():
+            raise ValueError(f"it holds a symbolic link, {path.name!r}")
 
 
 def check_translator(

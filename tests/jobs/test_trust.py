@@ -89,3 +89,21 @@ def test_a_damaged_key_is_refused_not_used(model_dir, tmp_path, monkeypatch, tex
     (tmp_path / "config" / "keras_transformer" / "translator.key").write_text(text)
     with pytest.raises(ValueError, match="not a translator key"):
         _check(model_dir)
+
+
+def test_the_check_and_the_load_read_one_private_copy(model_dir):
+    _sign(model_dir)
+    copy = trust.private_copy(model_dir / "translator")
+    assert copy.parent != model_dir and not copy.is_relative_to(model_dir)
+    assert trust.check_translator(copy, *trust.model_files(model_dir)) is None
+    # Changes to the directory after the copy do not reach what is loaded.
+    (model_dir / "translator" / "saved_model.pb").write_bytes(b"swapped")
+    assert (copy / "saved_model.pb").read_bytes() == b"graph"
+
+
+def test_a_symbolic_link_in_a_translator_is_refused(model_dir, tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "x.bin").write_bytes(b"unsigned")
+    (model_dir / "translator" / "assets").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ValueError, match="symbolic link"):
+        trust.private_copy(model_dir / "translator")
