@@ -56,17 +56,6 @@ def cpu_model() -> str:
     return "unknown CPU"
 
 
-def scores(hypotheses: list[str], references: list[str]) -> dict:
-    from sacrebleu.metrics import BLEU, CHRF
-
-    bleu, chrf = BLEU(), CHRF()
-    return {
-        "bleu": round(bleu.corpus_score(hypotheses, [references]).score, 2),
-        "chrf": round(chrf.corpus_score(hypotheses, [references]).score, 2),
-        "bleu_signature": str(bleu.get_signature()),
-    }
-
-
 def timed(translate, sources: list[str], runs: int) -> tuple[list[str], list[float]]:
     """`translate(sources)` after a one-sentence warm-up; the times of `runs`."""
     translate(sources[:1])
@@ -109,6 +98,7 @@ def main() -> None:
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
 
     from keras_transformer.decoding import Translator
+    from keras_transformer.evaluation import score_translations
     from keras_transformer.jobs.export_ctranslate2 import (
         CTranslate2Translator,
         write_ctranslate2,
@@ -173,7 +163,7 @@ def main() -> None:
             "same_as_ours": sum(
                 a == b for a, b in zip(out, baseline[kind], strict=True)
             ),
-            **scores(out, references),
+            **score_translations(out, references),
         }
         report["rows"].append(row)
         print(json.dumps(row), flush=True)

@@ -106,10 +106,7 @@ class BestCheckpoints(keras.callbacks.Callback):
             return
         from keras_transformer.training.checkpoints import training_checkpoint
 
-        if not all(
-            bool(keras.ops.all(keras.ops.isfinite(v)))
-            for v in self.model.trainable_variables
-        ):
+        if not all_finite(self.model.trainable_variables):
             return
         os.makedirs(self.directory, exist_ok=True)
         training_checkpoint(self.model).write(os.path.join(self.directory, name))
@@ -132,6 +129,14 @@ class BestCheckpoints(keras.callbacks.Callback):
             for file in os.listdir(self.directory):
                 if file.startswith(name + "."):
                     os.remove(os.path.join(self.directory, file))
+
+
+def all_finite(variables) -> bool:
+    """Whether every value of `variables` is finite."""
+    return all(
+        bool(keras.ops.convert_to_numpy(keras.ops.all(keras.ops.isfinite(v))))
+        for v in variables
+    )
 
 
 def read_scores(directory: str | os.PathLike) -> dict:

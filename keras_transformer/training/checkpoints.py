@@ -46,6 +46,7 @@ from keras_transformer.training.averaging import average_checkpoints, weights_by
 from keras_transformer.training.best import (
     BEST_DIR,
     SCORES_FILE,
+    all_finite,
     choose_final,
     read_scores,
 )
@@ -344,7 +345,7 @@ class Checkpoints(keras.callbacks.Callback):
         if not self.write:
             return
         step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
-        if self._diverged or not _finite(self.model.trainable_variables):
+        if self._diverged or not all_finite(self.model.trainable_variables):
             self._stop_writing()
             return
         due = [m for m in self.snapshot_minutes if m not in self.snapshots]
@@ -477,14 +478,6 @@ def write_snapshot_model(
     path = os.path.join(folder, "model.keras")
     save_model_atomically(model, path)
     return path
-
-
-def _finite(variables) -> bool:
-    """Whether every value of `variables` is finite."""
-    return all(
-        bool(keras.ops.convert_to_numpy(keras.ops.all(keras.ops.isfinite(v))))
-        for v in variables
-    )
 
 
 def _seed_states(model: keras.Model) -> dict:
