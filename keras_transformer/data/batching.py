@@ -34,7 +34,8 @@ class BatchStats:
         target_tokens: non-padding `target_out` tokens (each target plus its
             end id).
         padded_tokens: token positions per epoch in the batches of
-            `source_ids` and of `target_in` (each), padding included.
+            `source_ids` and of `target_in` (each), padding included (and
+            the empty rows added for `replicas`).
         batches: batches per epoch.
         bucket_lengths: padded length of each bucket.
         batch_sizes: number of pairs in a full batch of each bucket.
@@ -101,6 +102,7 @@ def make_batches(
     cache: bool = True,
     with_stats: bool = False,
     epochs_from: int | None = None,
+    replicas: int = 1,
 ) -> tf.data.Dataset | tuple[tf.data.Dataset, BatchStats]:
     """Teacher-forcing batches, bucketed by length under a token budget.
 
@@ -149,6 +151,15 @@ def make_batches(
             without its first `e` epochs, so a resumed run reads exactly the
             batches an uninterrupted one would (`stream.skip(n)` from inside
             an epoch). Needs `shuffle` and `seed`.
+        replicas: the number of replicas each batch is split between
+            (`strategy.num_replicas_in_sync`). Every batch then has a
+            multiple of `replicas` rows, so that each replica gets a part of
+            the same shape (Keras averages the replicas' first batches of
+            each `fit` and `evaluate`, which fails on parts of different
+            shapes): full batches hold the largest multiple of `replicas`
+            pairs within the budget (at least `replicas`), and each bucket's
+            last batch is padded with empty rows (all `PAD_ID`), which the
+            masked loss and metrics leave out.
 
     Returns:
         A `tf.data.Dataset` of `((source_ids, target_in), target_out)`, all
@@ -202,7 +213,12 @@ def make_batches(
         bucket_lengths = tuple(
             sorted({int(b) for b in boundaries if b < max_length} | {max_length})
         )
-    batch_sizes = tuple(token_budget // length for length in bucket_lengths)
+    if replicas < 1:
+        raise ValueError(f"replicas must be positive. Received: {replicas}")
+    batch_sizes = tuple(
+        max(replicas, token_budget // length // replicas * replicas)
+        for length in bucket_lengths
+    )
 
     source, target = _tokenize_all(pairs, tokenizer)
     # (N,) token counts of x and y; the tensors have one id more each.
@@ -222,6 +238,7 @@ def make_batches(
 
     padded_buckets = []  # (bucket, batch size, (source_ids, target_in, target_out))
     batch_counts = []
+    padded_tokens = 0
     for bucket, (length, size) in enumerate(
         zip(bucket_lengths, batch_sizes, strict=True)
     ):
@@ -238,6 +255,7 @@ def make_batches(
         )
         padded_buckets.append((bucket, size, padded))
         batch_counts.append(-(-indices.size // size))
+        padded_tokens += length * -(-indices.size // replicas) * replicas
 
     stats = BatchStats(
         pairs=int(source_lengths.size),
@@ -246,7 +264,7 @@ def make_batches(
         empty=int(empty.sum()),
         source_tokens=int((source_lengths[kept] + 1).sum()),
         target_tokens=int((target_lengths[kept] + 1).sum()),
-        padded_tokens=int(np.asarray(bucket_lengths)[bucket_of[kept]].sum()),
+        padded_tokens=padded_tokens,
         batches=int(sum(batch_counts)),
         bucket_lengths=bucket_lengths,
         batch_sizes=batch_sizes,
@@ -331,8 +349,8 @@ def make_batches(
         dataset = tf.data.Dataset.counter(epochs_from).flat_map(seeded_epoch)
     dataset = dataset.map(
         lambda source_ids, target_in, target_out: (
-            (source_ids, target_in),
-            target_out,
+            (_pad_rows(source_ids, replicas), _pad_rows(target_in, replicas)),
+            _pad_rows(target_out, replicas),
         )
     )
     if epochs_from is None:
@@ -351,6 +369,14 @@ def make_batches(
     if with_stats:
         return dataset, stats
     return dataset
+
+
+def _pad_rows(ids: tf.Tensor, multiple: int) -> tf.Tensor:
+    """`ids` with empty rows (all `PAD_ID`) up to a multiple of `multiple` rows."""
+    if multiple == 1:
+        return ids
+    missing = -tf.shape(ids)[0] % multiple
+    return tf.pad(ids, [[0, missing], [0, 0]], constant_values=PAD_ID)
 
 
 def _column(rows: tf.Tensor, value: int) -> tf.Tensor:

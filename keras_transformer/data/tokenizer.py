@@ -25,6 +25,10 @@ MODEL_FILENAME = "tokenizer.model"
 
 # Options that fix the id layout and the normalization contract of
 # `Tokenizer`; `Tokenizer.train` refuses to override them.
+# SentencePiece's result depends on its number of threads (each sums its
+# share of the sentences), so it is fixed, not one per CPU: the same corpus
+# gives the same tokenizer on every machine.
+_THREADS = 16
 _FIXED_OPTIONS = {
     "pad_id": PAD_ID,
     "unk_id": UNK_ID,
@@ -353,6 +357,8 @@ class Tokenizer(tf.Module):
             seed: seed of SentencePiece's sampling.
             **options: other `sentencepiece.SentencePieceTrainer` options,
                 except those fixing the reserved ids and the normalization.
+                `num_threads` is 16 unless given, whatever the number of
+                CPUs: SentencePiece's scores depend on it.
 
         Returns:
             The trained `Tokenizer`.
@@ -398,11 +404,10 @@ class Tokenizer(tf.Module):
                 input_sentence_size=max_sentences or 0,
                 shuffle_input_sentence=True,
                 hard_vocab_limit=False,
-                num_threads=max(1, min(16, os.cpu_count() or 1)),
                 minloglevel=2,
                 normalization_rule_tsv=rules.name,
                 **_FIXED_OPTIONS,
-                **options,
+                **{"num_threads": _THREADS, **options},
             )
         except RuntimeError as error:
             if counter.count == 0:

@@ -298,7 +298,10 @@ def _train(
     """Training proper: model, state, `fit`; the model saved."""
     tr = config.training
     batching = dict(
-        max_length=config.data.max_length, token_budget=tr.token_budget, seed=tr.seed
+        max_length=config.data.max_length,
+        token_budget=tr.token_budget,
+        seed=tr.seed,
+        replicas=strategy.num_replicas_in_sync,
     )
     with strategy.scope():
         model = Transformer(
@@ -326,7 +329,8 @@ def _train(
     if per_epoch not in (None, stats.batches):
         raise ValueError(
             f"{out / CHECKPOINT_DIR}: the saved state counts {per_epoch} batches per "
-            f"epoch, the data now {stats.batches}: the training data changed"
+            f"epoch, the data now {stats.batches}: the training data or the number of "
+            "replicas changed"
         )
     done = resumed_from - epoch * stats.batches  # batches of `epoch` trained
     build_for_fit(model, stream)  # the compiled loss and metrics, on a batch

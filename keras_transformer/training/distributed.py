@@ -107,7 +107,9 @@ def build_for_fit(model: keras.Model, dataset: tf.data.Dataset) -> None:
       on a symbolic batch that Keras 3.15 makes by averaging the replicas'
       first batches (`strategy.reduce("MEAN")`; integer token ids become
       float64, which the `Transformer` casts back). Built here from a real
-      batch, `fit` skips that step.
+      batch, `fit` skips that build. (Keras still averages the first batch
+      of every `fit` and `evaluate`, so the replicas' parts must have one
+      shape: `make_batches(..., replicas=...)` makes them so.)
     - An optimizer left unbuilt creates its variables while `fit` traces its
       train step, which makes TensorFlow trace the step twice.
 

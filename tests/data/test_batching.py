@@ -251,6 +251,39 @@ def test_custom_boundaries_and_dataset_input(corpus):
     assert collections.Counter(pairs) == collections.Counter(as_ids(corpus))
 
 
+@pytest.mark.parametrize("replicas", [2, 3])
+def test_batches_split_evenly_between_replicas(corpus, replicas):
+    # Odd budgets: without `replicas`, most buckets' batches have odd sizes.
+    batches, stats = make_batches(
+        corpus,
+        IdTokenizer(),
+        max_length=48,
+        token_budget=250,
+        seed=0,
+        with_stats=True,
+        replicas=replicas,
+    )
+    one = make_batches(corpus, IdTokenizer(), max_length=48, token_budget=250)
+    assert any(len(target_out) % replicas for _, target_out in one)
+    for length, size in zip(stats.bucket_lengths, stats.batch_sizes, strict=True):
+        assert size % replicas == 0
+        assert size * length <= 250 or size == replicas
+    real, padded = [], 0
+    for (source_ids, target_in), target_out in batches:
+        assert len(target_out) % replicas == 0
+        empty = ~np.any(source_ids.numpy(), axis=1)
+        # Empty rows are all padding, and only at the end of a batch.
+        assert not np.any(target_in.numpy()[empty]) and not np.any(
+            target_out.numpy()[empty]
+        )
+        assert empty.sum() < replicas and not np.any(np.diff(empty.astype(int)) < 0)
+        real.append(((source_ids[~empty], target_in[~empty]), target_out[~empty]))
+        padded += int(tf.size(source_ids))
+    pairs, _ = unpack(real)
+    assert collections.Counter(pairs) == collections.Counter(as_ids(corpus))
+    assert stats.padded_tokens == padded
+
+
 def test_invalid_settings():
     corpus = id_corpus([3], [3])
     with pytest.raises(ValueError, match="token_budget"):
@@ -259,6 +292,8 @@ def test_invalid_settings():
         make_batches(corpus, IdTokenizer(), max_length=8, boundaries=[0, 4])
     with pytest.raises(ValueError, match="No pair left"):
         make_batches(id_corpus([9], [3]), IdTokenizer(), max_length=8)
+    with pytest.raises(ValueError, match="replicas must be positive. Received: 0"):
+        make_batches(corpus, IdTokenizer(), max_length=8, replicas=0)
 
 
 def test_with_the_real_tokenizer(builtin_tokenizer):

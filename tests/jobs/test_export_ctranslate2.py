@@ -142,8 +142,10 @@ def test_untrained_variants_translate_alike_to_each_limit(
     ctranslate2, settings, tmp_path
 ):
     # An untrained model seldom ends: outputs run to each sentence's own
-    # limit, where both cut them: its length + 50 (with the end id: 53, 54
-    # and 62 tokens here), at most max_length (64, the longest sentence's).
+    # limit, where both cut them: its length + 50 (with the end id: about
+    # 53, 54 and 62 tokens here), at most max_length (64, the longest
+    # sentence's). (SentencePiece's training can split a word differently
+    # on another CPU, so the lengths are checked for what they test.)
     keras.utils.set_random_seed(1)
     tokenizer = Tokenizer.train(builtin_corpus("val").sources[:300], vocab_size=400)
     model = Transformer(
@@ -165,7 +167,7 @@ def test_untrained_variants_translate_alike_to_each_limit(
     translator = job.CTranslate2Translator(tmp_path, intra_threads=1)
     sentences = ["one", "May 3", "twelve hours ago", " ".join(["nine"] * 30)]
     lengths = [len(t) for t in tokenizer.tokenize(tf.constant(sentences)).to_list()]
-    assert lengths == [2, 3, 11, 30]
+    assert max(lengths[:-1]) + 51 < 64 < lengths[-1] + 51  # both limits met
     greedy = _translate(model, tokenizer, sentences, beam_size=1, alpha=0.0)
     assert translator(sentences, beam_size=1) == greedy
 

@@ -269,3 +269,63 @@ def test_fit_on_two_replicas_works_with_and_without_build_for_fit():
             build_for_fit(model, data)
         model.fit(data, epochs=1, verbose=0)
         assert int(model.optimizer.iterations.numpy()) == 2
+
+
+def test_fit_and_evaluate_on_two_replicas_with_batches_of_odd_sizes():
+    # Keras averages the replicas' parts of the first batch of every `fit`
+    # and `evaluate`, which fails when a batch of 5 splits into 3 and 2 rows
+    # (as a run resumed mid-epoch met). `replicas=2` pads batches to even
+    # sizes with empty rows, which change neither the loss nor the weights.
+    from keras_transformer.data import ParallelCorpus, Tokenizer, make_batches
+    from keras_transformer.losses import MaskedCrossEntropy
+    from keras_transformer.models import Transformer
+
+    corpus = ParallelCorpus(
+        ["one cat", "two cats", "three dogs", "a dog", "four birds"] * 3,
+        ["eine Katze", "zwei Katzen", "drei Hunde", "ein Hund", "vier Vögel"] * 3,
+    )
+    tokenizer = Tokenizer.train(corpus, vocab_size=300)
+    batching = dict(max_length=12, boundaries=[12], token_budget=60, shuffle=False)
+    odd = make_batches(corpus, tokenizer, **batching)
+    even = make_batches(corpus, tokenizer, replicas=2, **batching)
+    assert [len(y) for _, y in odd] == [5, 5, 5]
+    assert [len(y) for _, y in even] == [4, 4, 4, 4]
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")[:2]]
+
+    def trained(strategy, batches):
+        import keras
+
+        keras.utils.set_random_seed(0)
+        with strategy.scope():
+            model = Transformer(
+                vocab_size=tokenizer.vocab_size,
+                num_layers=1,
+                d_model=8,
+                num_heads=2,
+                d_ff=16,
+                dropout=0.0,
+            )
+            model.compile(optimizer="sgd", loss=MaskedCrossEntropy())
+        model.fit(batches, epochs=1, verbose=0)
+        return model, model.evaluate(batches, verbose=0)
+
+    mirrored = tf.distribute.MirroredStrategy(devices)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="same size and shape"):
+        trained(mirrored, odd)
+    model, loss = trained(mirrored, even)
+    reference, reference_loss = trained(tf.distribute.get_strategy(), even)
+    np.testing.assert_allclose(loss, reference_loss, rtol=RTOL)
+    for got, want in zip(model.get_weights(), reference.get_weights(), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+    # The empty rows change neither the real rows' logits nor the loss.
+    (source_ids, target_in), target_out = list(even)[-1]
+    real = np.any(source_ids.numpy(), axis=1)
+    assert real.tolist() == [True, True, True, False]
+    loss_fn = MaskedCrossEntropy()
+    padded = reference((source_ids, target_in))
+    stripped = reference((source_ids[:3], target_in[:3]))
+    assert np.all(np.isfinite(padded))
+    np.testing.assert_allclose(padded[:3], stripped, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        loss_fn(target_out, padded), loss_fn(target_out[:3], stripped), rtol=1e-6
+    )
