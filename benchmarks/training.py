@@ -26,7 +26,8 @@ Usage (from the repository root):
 
 `--variants` picks what to run (e.g. `ours ours-xla hub hub-xla`;
 `-xla` compiles the whole step with XLA, `model.compile(jit_compile=True)`;
-`ours-plain-loss` computes
+`-dynamic` feeds the same batch with its length unknown to the traced
+step, as the recipe's bucketed batches are (`make_batches`); `ours-plain-loss` computes
 the label-smoothed loss through `log_softmax` and automatic differentiation
 instead of the one-pass custom gradient); every variant trains with
 `keras.optimizers.Adam`;
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import resource
@@ -59,8 +61,10 @@ VARIANTS = (
     "ours",
     "ours-xla",
     "ours-plain-loss",
+    "ours-dynamic",
     "hub",
     "hub-xla",
+    "hub-dynamic",
 )
 
 
@@ -148,6 +152,8 @@ def prepare(variant, args):
         jit_compile="xla" in variant,
     )
     data = tf.data.Dataset.from_tensors(batch(args)).repeat()
+    if variant.endswith("-dynamic"):
+        data = _length_unknown(batch(args))
     with _patched(variant):
         model.fit(data, steps_per_epoch=args.warmup, verbose=0)
     return model, data
@@ -160,6 +166,19 @@ def time_steps(variant, model, data, steps) -> float:
         model.fit(data, steps_per_epoch=steps + 1, verbose=0, callbacks=[clock])
     # Wall time from the end of the first step to the end of the last.
     return (clock.ends[-1] - clock.ends[0]) / steps
+
+
+def _length_unknown(one_batch):
+    """The same batch, repeated, but with the length unknown to the step.
+
+    `make_batches` mixes buckets of several lengths, so the step `fit`
+    traces for the recipe sees `(B, None)` batches; a dataset of one fixed
+    shape lets TensorFlow specialize the step to it.
+    """
+    ids = tf.TensorSpec((one_batch[1].shape[0], None), tf.int32)
+    return tf.data.Dataset.from_generator(
+        lambda: itertools.repeat(one_batch), output_signature=((ids, ids), ids)
+    )
 
 
 @contextlib.contextmanager
