@@ -25,7 +25,19 @@ from mkdocs.structure.files import File
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 # Known pages first, in reading order; any others follow by name.
-NOTES_ORDER = ["design", "training", "decoding", "results", "benchmarks"]
+NOTES_ORDER = [
+    # For learners.
+    "design",
+    "training",
+    "decoding",
+    "config",
+    "backends",
+    "language_model",
+    # Engineering logs.
+    "results",
+    "benchmarks",
+    "benchmarks_archive",
+]
 API_ORDER = [
     "layers",
     "models",
