@@ -187,7 +187,7 @@ def _run(args: argparse.Namespace) -> None:
 
         # Grappler's rewrites of the loaded graph took 0.6 s of the first
         # call (half of it) and saved no measurable time on 1000 sentences
-        # (docs/benchmarks.md); this process runs nothing else.
+        # (docs/benchmarks_archive.md); this process runs nothing else.
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
         translate_files(args.model, args.files, beam_size=args.beam, alpha=args.alpha)
     elif args.command == "demo":

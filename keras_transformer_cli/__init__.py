@@ -28,7 +28,7 @@ def run() -> None:
     before `keras_transformer.cli` is imported to run the job. The process
     exits with the job's status, its objects frozen out of the interpreter's
     last garbage collections: over TensorFlow's objects they took about a
-    second at exit, a sixth of a one-line `translate` (docs/benchmarks.md).
+    second at exit, a sixth of a one-line `translate` (docs/benchmarks_archive.md).
     """
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:])
@@ -59,7 +59,7 @@ def use_memory_pool() -> None:
     the same large tensors every time (the logits alone are tokens x
     vocabulary floats), and without the pool each costs a page fault per
     4 KiB page: an addition over 2048 x 8000 floats took 29 ms without it
-    and 6 ms with it (docs/benchmarks.md). The library itself sets nothing:
+    and 6 ms with it (docs/benchmarks_archive.md). The library itself sets nothing:
     a program that imports it sets the variable itself if it wants the pool.
     """
     os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")

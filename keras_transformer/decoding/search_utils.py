@@ -175,7 +175,7 @@ def top_next_tokens(logits: tf.Tensor, n: int) -> tuple[tf.Tensor, tf.Tensor]:
     `TOP_K_CHUNK` ids; the `n` best ids lie in the `n` chunks with the
     highest maxima (the lower chunk first among equal maxima), so a top-k
     runs over those chunks only. On the recipe model (V = 8000, 512 rows)
-    this took 5.5 ms instead of 13 (docs/benchmarks.md).
+    this took 5.5 ms instead of 13 (docs/benchmarks_archive.md).
 
     Args:
         logits: `(N, V)` next-token logits.

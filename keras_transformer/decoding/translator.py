@@ -22,7 +22,7 @@ HYPOTHESIS_TOKENS = 16384
 That is 4096 source tokens for beam 4 and 16384 for greedy search: on 2
 CPU cores greedy search of Multi30k test2016 took 3.1-3.5 s with these
 batches against 3.9-4.6 s with 4096 source tokens, and beam 4 was as fast
-with 8192 as with 4096 and slower with 2048 (see docs/benchmarks.md).
+with 8192 as with 4096 and slower with 2048 (see docs/benchmarks_archive.md).
 """
 
 
@@ -68,7 +68,7 @@ class Translator(tf.Module):
         use_cache: decode with the key/value cache (no reason not to).
         jit_compile: compile the search with XLA, once per batch shape, with
             fixed shapes (no compaction) and this beam size only (measure
-            first: on CPUs it is slower; see docs/benchmarks.md).
+            first: on CPUs it is slower; see docs/benchmarks_archive.md).
         batch_tokens: source tokens, padding included, per search batch;
             None: `HYPOTHESIS_TOKENS // beam_size`, so that a batch holds
             about as many hypotheses for each beam size.
