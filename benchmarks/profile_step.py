@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import collections
 import glob
+import itertools
 import os
 import time
 
@@ -69,6 +70,11 @@ def main():
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--logdir", default="profile_step")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument(
+        "--dynamic",
+        action="store_true",
+        help="the length unknown to the step, as in make_batches' buckets",
+    )
     args = parser.parse_args()
     keras.utils.set_random_seed(0)
     model = Transformer(
@@ -81,8 +87,13 @@ def main():
     rng = np.random.default_rng(0)
     source = rng.integers(4, 8000, (64, 32), dtype=np.int32)
     target = rng.integers(4, 8000, (64, 33), dtype=np.int32)
-    data = tf.data.Dataset.from_tensors(((source, target[:, :-1]), target[:, 1:]))
-    data = data.repeat()
+    batch = ((source, target[:, :-1]), target[:, 1:])
+    data = tf.data.Dataset.from_tensors(batch).repeat()
+    if args.dynamic:
+        ids = tf.TensorSpec((64, None), tf.int32)
+        data = tf.data.Dataset.from_generator(
+            lambda: itertools.repeat(batch), output_signature=((ids, ids), ids)
+        )
     model.fit(data, steps_per_epoch=3, verbose=0)  # Tracing, warm-up.
     tf.profiler.experimental.start(args.logdir)
     start = time.perf_counter()
