@@ -5,6 +5,7 @@ Run from the repository root with the project's virtual environment:
     .venv/bin/python notebooks/run_notebooks.py                  # all, normal mode
     .venv/bin/python notebooks/run_notebooks.py 02_attention.ipynb
     KERAS_TRANSFORMER_FAST=1 .venv/bin/python notebooks/run_notebooks.py
+    .venv/bin/python notebooks/run_notebooks.py --no-write       # times only
 
 Each notebook runs top to bottom in a fresh kernel started with this
 interpreter (so the installed `keras_transformer` is the one imported), in its
@@ -87,6 +88,11 @@ def _drop_noise(output):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="notebook file names (default: all)")
+    parser.add_argument(
+        "--no-write",
+        action="store_true",
+        help="run and time them, but leave the stored outputs as they are",
+    )
     args = parser.parse_args(argv)
     paths = [NOTEBOOKS / name for name in args.names] or sorted(
         NOTEBOOKS.glob("*.ipynb")
@@ -96,8 +102,9 @@ def main(argv=None):
         for path in paths:
             start = time.perf_counter()
             nb = execute(path, kernels_dir)
-            nbformat.write(nb, path)
             seconds = time.perf_counter() - start
+            if not args.no_write:
+                nbformat.write(nb, path)
             print(f"{path.name}: {seconds:.0f} s ({mode} mode)", flush=True)
     return 0
 
