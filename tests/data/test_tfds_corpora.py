@@ -55,3 +55,46 @@ def test_keys_are_checked():
             load_tfds("wmt14_translate/de-en", source_key="en", target_key="xx")
         with pytest.raises(ValueError, match="both"):
             load_tfds("wmt14_translate/de-en", source_key="en")
+
+
+def test_a_tfds_split_streams_into_shards_without_python_lists(tmp_path):
+    # The pairs go from TFDS's records through tokenization to the shards
+    # in batches: the Python memory the preparation takes does not grow
+    # with the number of pairs (as it did when they were held in lists:
+    # strings for the tokenizer, then the tokenized ids).
+    import tracemalloc
+
+    from keras_transformer.data import Tokenizer, prepare_corpus, stream_tfds
+
+    tokenizer = Tokenizer.train(["ab cd ef gh"] * 10, vocab_size=300)
+
+    def prepare(examples):
+        with tfds.testing.mock_data(num_examples=examples):
+            stream = stream_tfds("wmt14_translate/de-en", "train", data_dir=tmp_path)
+            assert stream.identity == {
+                "kind": "tfds",
+                "name": "wmt14_translate/de-en",
+                "version": stream.identity["version"],
+                "split": "train",
+                "keys": ["de", "en"],
+            }
+            tracemalloc.start()
+            try:
+                prepared = prepare_corpus(
+                    stream,
+                    tokenizer,
+                    tmp_path / str(examples),
+                    max_length=256,
+                    chunk_rows=128,
+                )
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+        assert prepared.pairs == examples
+        return peak, prepared
+
+    # Held in lists, 10000 pairs took 3 MB more than 2000 did.
+    small, _ = prepare(2000)
+    large, prepared = prepare(10000)
+    assert prepared.source_tokens > 10000 * 10
+    assert large < small + 500_000, (small, large)
