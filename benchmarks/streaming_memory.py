@@ -153,7 +153,7 @@ def plot(rows, path, baseline=None) -> None:
         axis.plot(xs, [row["peak_gb"] for row in points], "o-", label=label)
     axis.set_xlabel("training pairs (millions, Multi30k repeated)")
     axis.set_ylabel("peak memory (GB)")
-    axis.set_title(f"keras-transformer train --steps 20, 2 CPU cores")
+    axis.set_title("keras-transformer train --steps 20, 2 CPU cores")
     axis.set_ylim(bottom=0)
     axis.grid(alpha=0.3)
     axis.legend()
@@ -169,7 +169,11 @@ def main(argv=None) -> list[dict]:
         output = os.path.join(args.work, f"run_{args.label}_{pairs}")
         for leftover in (output, f"{output}_again"):
             shutil.rmtree(leftover, ignore_errors=True)
-        row = {"label": args.label, "pairs": pairs, **run(args, recipe(args, files, output))}
+        row = {
+            "label": args.label,
+            "pairs": pairs,
+            **run(args, recipe(args, files, output)),
+        }
         if args.again:
             shared = os.path.join(output, "prepared")
             again = recipe(args, files, f"{output}_again", prepared_dir=shared)

@@ -396,19 +396,21 @@ class Tokenizer(tf.Module):
         )
         spm.set_random_generator_seed(seed)
         if max_sentences is None:
-            sample = list(sentences)
-            total = len(sample)
+            feed = _Counted(sentences)
         else:
             sample, total = reservoir_sample(
                 _chunked(sentences, 4096), max_sentences, seed=seed
             )
+            # Each sentence is let go once SentencePiece has copied it.
+            feed = _Counted(_draining(sample), total)
+            del sample
         model = io.BytesIO()
         rules = tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False)
         with rules:
             rules.write(_NORMALIZATION_RULES)
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(sample),
+                sentence_iterator=feed,
                 model_writer=model,
                 vocab_size=vocab_size,
                 model_type=model_type,
@@ -424,11 +426,11 @@ class Tokenizer(tf.Module):
                 **{"num_threads": _THREADS, **options},
             )
         except RuntimeError as error:
-            if total == 0:
+            if feed.total == 0:
                 raise ValueError("Tokenizer.train received no text") from error
             raise ValueError(
                 f"SentencePiece training failed (vocab_size={vocab_size}, "
-                f"byte_fallback={byte_fallback}, {len(sample)} sentences): "
+                f"byte_fallback={byte_fallback}, {feed.count} sentences): "
                 f"{error}"
             ) from error
         finally:
@@ -441,7 +443,7 @@ class Tokenizer(tf.Module):
             "Trained a %s tokenizer with %d ids on %s",
             model_type,
             tokenizer.vocab_size,
-            sample_description(len(sample), total),
+            sample_description(feed.count, feed.total),
         )
         if tokenizer.vocab_size < vocab_size:
             logger.warning(
@@ -464,6 +466,34 @@ def sample_description(sampled: int, total: int) -> str:
     if sampled < total:
         return f"a random sample of {sampled} of {total} sentences"
     return f"all {total} sentences"
+
+
+class _Counted:
+    """An iterator that counts what it yields; `total` defaults to that count."""
+
+    def __init__(self, items: Iterable, total: int | None = None) -> None:
+        self._items = iter(items)
+        self._total = total
+        self.count = 0
+
+    def __iter__(self) -> _Counted:
+        return self
+
+    def __next__(self):
+        item = next(self._items)
+        self.count += 1
+        return item
+
+    @property
+    def total(self) -> int:
+        return self.count if self._total is None else self._total
+
+
+def _draining(items: list) -> Iterable:
+    """Yields the items of `items` in order, removing each from the list."""
+    items.reverse()
+    while items:
+        yield items.pop()
 
 
 def _chunked(items: Iterable, size: int) -> Iterable[list]:

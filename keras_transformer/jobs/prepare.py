@@ -101,12 +101,14 @@ def stream_tokenizer(
         return data.Tokenizer.load(path)
     start = time.monotonic()
     sample, total = stream.sample_sentences(t.sample_sentences)
-    sampled = time.monotonic()
+    read = time.monotonic()
     if not total:
         raise NoPairsError(f"{stream.name}: no sentence pairs", 0)
+    sampled = len(sample)
     try:
+        # The sample is let go as SentencePiece copies it (`_released`).
         tokenizer = data.Tokenizer.train(
-            sample, vocab_size=t.vocab_size, max_sentences=None
+            _released(sample), vocab_size=t.vocab_size, max_sentences=None
         )
     except ValueError as error:
         needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(error))
@@ -120,13 +122,12 @@ def stream_tokenizer(
     logger.info(
         "Trained the tokenizer on %s of %s (tokenizer.sample_sentences=%d; "
         "%.1f s reading, %.1f s training)",
-        sample_description(len(sample), total),
+        sample_description(sampled, total),
         stream.name,
         t.sample_sentences,
-        sampled - start,
-        time.monotonic() - sampled,
+        read - start,
+        time.monotonic() - read,
     )
-    del sample
     created = _missing_parents(directory)
     try:
         tokenizer.save(directory)
@@ -191,6 +192,13 @@ def prepare_command(config_path: str, overrides: dict | None = None) -> dict:
         "skipped_empty": prepared.skipped_empty,
         "vocab_size": tokenizer.vocab_size,
     }
+
+
+def _released(items: list):
+    """Yields the items of `items` in order, removing each from the list."""
+    items.reverse()
+    while items:
+        yield items.pop()
 
 
 def _missing_parents(path: Path) -> list[Path]:

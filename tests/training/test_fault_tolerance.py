@@ -185,15 +185,15 @@ def test_killed_run_on_prepared_shards_resumes_exactly(tmp_path):
         "chunk_pairs": 4,
         "shuffle_buffer": 8,
     }
-    reference_recipe, reference = _recipe(tmp_path, "reference", steps=60, data=shards)
-    recipe, out = _recipe(tmp_path, "victim", steps=60, data=shards)
+    reference_recipe, reference = _recipe(tmp_path, "reference", steps=40, data=shards)
+    recipe, out = _recipe(tmp_path, "victim", steps=40, data=shards)
     prepare = [sys.executable, "-m", "keras_transformer", "prepare"]
     subprocess.run([*prepare, "--config", str(recipe)], env=_env(), check=True)
     prepared = sorted(p.name for p in (tmp_path / "prepared").iterdir())
     ref = _start_training(reference_recipe)
     victim = _start_training(recipe)
     try:
-        _kill_when_past([victim], out, 25)
+        _kill_when_past([victim], out, 15)
         _damage_newest_state(out)
         resumed = subprocess.run(
             [*TRAIN, "--config", str(recipe)],
