@@ -16,13 +16,17 @@ tokenizer and the shards.
 `--repo` runs another checkout (e.g. the code before streaming, for the
 comparison in docs/benchmarks.md); its recipes must accept the keys used.
 
-Usage (from the repository root):
+Usage (from the repository root; docs/benchmarks.md's measurement):
 
     .venv/bin/python benchmarks/streaming_memory.py \\
-        --pairs 100000 1000000 4500000 --again --json /tmp/streaming.json \\
+        --pairs 100000 1000000 4500000 --again --json /tmp/streaming.jsonl
+    .venv/bin/python benchmarks/streaming_memory.py --pairs 100000 1000000 \\
+        --repo ../main-before --label before --json /tmp/before.jsonl
+    .venv/bin/python benchmarks/streaming_memory.py \\
+        --plot-only /tmp/streaming.jsonl --baseline /tmp/before.jsonl \\
         --plot docs/img/streaming_memory.png
 
-Prints a table, then one JSON line.
+Prints one JSON line per corpus as it goes, then a table.
 """
 
 from __future__ import annotations
@@ -57,6 +61,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--baseline",
         help="JSON lines of an earlier run of this script (e.g. --repo of the "
         "code before), drawn beside in the plot",
+    )
+    parser.add_argument(
+        "--plot-only",
+        help="JSON lines of an earlier run: draw --plot from them, run nothing",
     )
     return parser.parse_args(argv)
 
@@ -144,19 +152,28 @@ def plot(rows, path, baseline=None) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axis = plt.subplots(figsize=(6, 3.6))
-    series = [(rows, "streamed, prepared shards")]
+    figure, axis = plt.subplots(figsize=(6.4, 3.8))
+    series = [
+        (rows, "peak_gb", "o-", "streamed: a fresh run (tokenizer trained)"),
+        (
+            [{"pairs": r["pairs"], **r["again"]} for r in rows if "again" in r],
+            "peak_gb",
+            "s-",
+            "streamed: a later run (tokenizer, shards reused)",
+        ),
+    ]
     if baseline:
-        series.append((baseline, "before: every pair in memory"))
-    for points, label in series:
+        series.append((baseline, "peak_gb", "x--", "before: every pair in memory"))
+    for points, key, style, label in series:
+        points = sorted(points, key=lambda row: row["pairs"])
         xs = [row["pairs"] / 1e6 for row in points]
-        axis.plot(xs, [row["peak_gb"] for row in points], "o-", label=label)
-    axis.set_xlabel("training pairs (millions, Multi30k repeated)")
+        axis.plot(xs, [row[key] for row in points], style, label=label)
+    axis.set_xlabel("training pairs (millions; Multi30k repeated)")
     axis.set_ylabel("peak memory (GB)")
     axis.set_title("keras-transformer train --steps 20, 2 CPU cores")
     axis.set_ylim(bottom=0)
     axis.grid(alpha=0.3)
-    axis.legend()
+    axis.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
 
@@ -164,6 +181,10 @@ def plot(rows, path, baseline=None) -> None:
 def main(argv=None) -> list[dict]:
     args = parse_args(argv)
     rows = []
+    if args.plot_only:
+        with open(args.plot_only) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        args.pairs = []
     for pairs in args.pairs:
         files = corpus(args, pairs)
         output = os.path.join(args.work, f"run_{args.label}_{pairs}")

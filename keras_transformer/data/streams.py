@@ -32,7 +32,7 @@ class PairStream:
     """Sentence pairs read as a stream of batches, in bounded memory.
 
     Made by `stream_parallel_files` (two text files, plain or gzip, read
-    line by line by `tf.data`) or `stream_pairs` (any `tf.data` dataset of
+    in blocks of 1 MiB) or `stream_pairs` (any `tf.data` dataset of
     pairs, e.g. `load_tfds`, or a `ParallelCorpus`). `iterate` yields the
     pairs in batches, in corpus order; `prepare_corpus` tokenizes them once
     into shards on disk. Nothing of the corpus is kept in memory but the
