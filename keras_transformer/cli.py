@@ -220,6 +220,19 @@ def _run(args: argparse.Namespace) -> None:
                 evaluate=not args.no_evaluate,
             )
         print(json.dumps(summary.get("test", {"steps": summary["steps"]}), indent=2))
+    elif args.command == "prepare":
+        from keras_transformer.jobs.prepare import prepare_command
+
+        options = {
+            "output_dir": args.output,
+            "data.data_dir": args.data_dir,
+            "data.prepared_dir": args.prepared_dir,
+        }
+        result = prepare_command(
+            args.config,
+            {key: value for key, value in options.items() if value is not None},
+        )
+        print(json.dumps(result, indent=2))
     elif args.command == "evaluate":
         from keras_transformer.jobs.evaluate import evaluate_files
 

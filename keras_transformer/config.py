@@ -100,6 +100,23 @@ class DataConfig(_Section):
         "are dropped and counted",
     )
     seed: int = Field(0, ge=0, description="seed of the built-in corpus")
+    prepared_dir: str | None = Field(
+        None,
+        description="where the training pairs are tokenized once into "
+        "length-bucketed shards (and the tokenizer trained on them kept), "
+        "reused by later runs and by every worker; named by what they are "
+        "made of, so never stale; null: output_dir/prepared",
+    )
+    shuffle_buffer: int = Field(
+        65536,
+        ge=1,
+        description="pairs of a length bucket shuffled together in memory "
+        "(rounded down to whole chunks, at least one); an epoch reads a "
+        "bucket's chunks in a random order",
+    )
+    chunk_pairs: int = Field(
+        4096, ge=1, description="pairs per chunk file of the prepared shards"
+    )
 
     @field_validator("corpus")
     @classmethod
@@ -133,6 +150,12 @@ class TokenizerConfig(_Section):
     )
     path: str | None = Field(
         None, description="a saved tokenizer to use instead of training one"
+    )
+    sample_sentences: int = Field(
+        2_000_000,
+        ge=1,
+        description="the tokenizer trains on a uniform random sample of this "
+        "many training sentences, source and target (all, when fewer)",
     )
 
     @field_validator("vocab_size", mode="before")

@@ -166,6 +166,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip scoring the test split after training",
     )
 
+    prepare = sub.add_parser(
+        "prepare",
+        parents=[common],
+        help="train a recipe's tokenizer and tokenize its training corpus "
+        "into shards, once (train reuses them)",
+    )
+    prepare.add_argument("--config", required=True, help="the YAML recipe")
+    prepare.add_argument("--output", help="overrides output_dir")
+    prepare.add_argument(
+        "--data-dir",
+        help="overrides data.data_dir: a local copy of the corpus's files",
+    )
+    prepare.add_argument("--prepared-dir", help="overrides data.prepared_dir")
+
     evaluate = sub.add_parser(
         "evaluate",
         parents=[common],

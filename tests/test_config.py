@@ -148,6 +148,18 @@ def test_empty_recipe_gets_documented_defaults():
             {"evaluation": {"batch_size": 64}},
             r"evaluation.batch_size is now evaluation.batch_tokens \(source tokens",
         ),
+        # The streamed corpus's keys.
+        (
+            {"tokenizer": {"sample_sentences": 0}},
+            r"tokenizer.sample_sentences: 0 \(Input should be greater than or equal",
+        ),
+        ({"data": {"shuffle_buffer": -1}}, r"data.shuffle_buffer: -1 \("),
+        ({"data": {"chunk_pairs": 0}}, r"data.chunk_pairs: 0 \("),
+        ({"data": {"prepared_dir": 3}}, r"data.prepared_dir: 3 \("),
+        (
+            {"data": {"shuffle_bufer": 3}},
+            r"unknown key data.shuffle_bufer; did you mean data.shuffle_buffer\?",
+        ),
         # SentencePiece needs 4 reserved ids and 256 bytes, at least.
         (
             {"tokenizer": {"vocab_size": 10}},

@@ -7,7 +7,11 @@
   `builtin_corpus` (offline, generated), `load_multi30k`,
   `load_parallel_files`, `load_tfds`.
 - `make_batches`: `((source_ids, target_in), target_out)` batches bucketed by
-  length under a token budget.
+  length under a token budget, from pairs in memory.
+- Corpora too large for memory: `stream_parallel_files`, `stream_pairs` and
+  `stream_tfds` read them as a `PairStream`; `prepare_corpus` tokenizes one
+  once into length-bucketed shards on disk; `prepared_batches` reads
+  `make_batches`'s batches from them, in bounded memory.
 """
 
 from keras_transformer.data.batching import (
@@ -26,8 +30,21 @@ from keras_transformer.data.multi30k import (
     MULTI30K_SPLITS,
     default_cache_dir,
     load_multi30k,
+    multi30k_files,
 )
-from keras_transformer.data.tfds_corpora import TFDS_TRANSLATION_DATASETS, load_tfds
+from keras_transformer.data.prepared import PreparedCorpus, prepare_corpus
+from keras_transformer.data.sampling import reservoir_sample
+from keras_transformer.data.shard_batches import prepared_batches
+from keras_transformer.data.streams import (
+    PairStream,
+    stream_pairs,
+    stream_parallel_files,
+)
+from keras_transformer.data.tfds_corpora import (
+    TFDS_TRANSLATION_DATASETS,
+    load_tfds,
+    stream_tfds,
+)
 from keras_transformer.data.tokenizer import (
     END_ID,
     PAD_ID,
@@ -45,7 +62,9 @@ __all__ = [
     "TFDS_TRANSLATION_DATASETS",
     "UNK_ID",
     "BatchStats",
+    "PairStream",
     "ParallelCorpus",
+    "PreparedCorpus",
     "Tokenizer",
     "builtin_corpus",
     "builtin_corpus_info",
@@ -55,5 +74,12 @@ __all__ = [
     "load_parallel_files",
     "load_tfds",
     "make_batches",
+    "multi30k_files",
+    "prepare_corpus",
+    "prepared_batches",
     "read_lines",
+    "reservoir_sample",
+    "stream_pairs",
+    "stream_parallel_files",
+    "stream_tfds",
 ]

@@ -114,6 +114,48 @@ def load_multi30k(
         ...     print("not found")
         not found
     """
+    paths = multi30k_files(split, data_dir, source, target, download=download)
+    return load_parallel_files(
+        *paths, strict=strict, name=f"multi30k/{split}.{source}-{target}"
+    )
+
+
+def multi30k_files(
+    split: str = "train",
+    data_dir: str | os.PathLike | None = None,
+    source: str = "en",
+    target: str = "de",
+    *,
+    download: bool = True,
+) -> tuple[str, str]:
+    """The source and target files of a Multi30k split, downloaded if missing.
+
+    What `load_multi30k` reads, e.g. to stream them
+    (`stream_parallel_files`).
+
+    Args:
+        split: one of `MULTI30K_SPLITS`.
+        data_dir: directory holding (or receiving) the files; defaults to
+            `default_cache_dir()/multi30k`.
+        source: source language code.
+        target: target language code.
+        download: fetch missing files; if False they must exist.
+
+    Returns:
+        `(source_path, target_path)`.
+
+    Raises:
+        ValueError: unknown split or language, or a bad download.
+        FileNotFoundError: a file is missing and `download` is False.
+
+    Example:
+        >>> import tempfile
+        >>> try:
+        ...     multi30k_files("val", data_dir=tempfile.mkdtemp(), download=False)
+        ... except FileNotFoundError as error:
+        ...     print("not found")
+        not found
+    """
     if split not in MULTI30K_SPLITS:
         raise ValueError(
             f"Unknown Multi30k split. Received: split={split!r}; "
@@ -128,13 +170,11 @@ def load_multi30k(
     if data_dir is None:
         data_dir = os.path.join(default_cache_dir(), "multi30k")
     data_dir = os.fspath(data_dir)
-    paths = [
+    source_path, target_path = (
         _find_or_download(data_dir, f"{split}.{language}", download)
         for language in (source, target)
-    ]
-    return load_parallel_files(
-        paths[0], paths[1], strict=strict, name=f"multi30k/{split}.{source}-{target}"
     )
+    return source_path, target_path
 
 
 def _find_or_download(data_dir: str, stem: str, download: bool) -> str:

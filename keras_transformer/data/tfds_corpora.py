@@ -6,6 +6,8 @@ import os
 
 import tensorflow as tf
 
+from keras_transformer.data.streams import PairStream, stream_pairs
+
 # Datasets this package is tested with (through `tfds.testing.mock_data`);
 # any TFDS dataset with two text features works.
 TFDS_TRANSLATION_DATASETS = (
@@ -95,3 +97,63 @@ def load_tfds(
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )
+
+
+def stream_tfds(
+    name: str,
+    split: str = "train",
+    data_dir: str | os.PathLike | None = None,
+    source_key: str | None = None,
+    target_key: str | None = None,
+    *,
+    download: bool = True,
+) -> PairStream:
+    """A TFDS translation split as a `PairStream`, read as TFDS stores it.
+
+    The pairs of `load_tfds`, streamed from the TFDS record files (never
+    copied into Python lists), e.g. for `prepare_corpus`. The stream's
+    identity is the dataset's name, version, split and keys, so shards
+    prepared from it are reused until the dataset's version changes.
+
+    Args:
+        name: TFDS name with config, e.g. `"wmt14_translate/de-en"`.
+        split: TFDS split.
+        data_dir: where TFDS keeps its data.
+        source_key: feature holding the source sentence.
+        target_key: feature holding the target sentence.
+        download: let TFDS download and prepare the data when absent.
+
+    Returns:
+        A `PairStream`.
+
+    Example:
+        >>> import tensorflow_datasets as tfds
+        >>> with tfds.testing.mock_data(num_examples=3):
+        ...     stream = stream_tfds("ted_hrlr_translate/pt_to_en", "validation")
+        ...     sum(len(s) for (s, _), _ in stream.iterate())
+        3
+    """
+    import tensorflow_datasets as tfds
+
+    pairs = load_tfds(
+        name,
+        split,
+        data_dir=data_dir,
+        source_key=source_key,
+        target_key=target_key,
+        download=download,
+    )
+    info = tfds.builder(
+        name, data_dir=None if data_dir is None else os.fspath(data_dir)
+    ).info
+    keys = (source_key, target_key)
+    if source_key is None:
+        keys = tuple(info.supervised_keys)
+    identity = {
+        "kind": "tfds",
+        "name": name,
+        "version": str(info.version),
+        "split": split,
+        "keys": list(keys),
+    }
+    return stream_pairs(pairs, name=f"{name}/{split}", identity=identity)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import logging
 import os
 import re
@@ -17,11 +18,14 @@ import tqdm
 from sentencepiece import sentencepiece_model_pb2
 
 # The reserved ids (keras_transformer.token_ids), also importable from here.
+from keras_transformer.data.sampling import reservoir_sample
 from keras_transformer.token_ids import END_ID, PAD_ID, START_ID, UNK_ID  # noqa: F401
 
 logger = logging.getLogger(__name__)
 
 MODEL_FILENAME = "tokenizer.model"
+DEFAULT_SAMPLE_SENTENCES = 2_000_000
+"""Sentences `Tokenizer.train` samples from a larger corpus by default."""
 
 # Options that fix the id layout and the normalization contract of
 # `Tokenizer`; `Tokenizer.train` refuses to override them.
@@ -327,7 +331,7 @@ class Tokenizer(tf.Module):
         byte_fallback: bool = True,
         split_digits: bool = True,
         character_coverage: float = 1.0,
-        max_sentences: int | None = None,
+        max_sentences: int | None = DEFAULT_SAMPLE_SENTENCES,
         seed: int = 0,
         **options,
     ) -> Tokenizer:
@@ -352,9 +356,13 @@ class Tokenizer(tf.Module):
                 spelt digit by digit, which generalizes to unseen numbers).
             character_coverage: share of characters given their own piece;
                 the rest use byte fallback.
-            max_sentences: train on at most this many sentences (a random
-                sample, SentencePiece's `input_sentence_size`); all when None.
-            seed: seed of SentencePiece's sampling.
+            max_sentences: train on a uniform random sample of at most this
+                many sentences (`reservoir_sample`, one pass over `texts`
+                that keeps only the sample in memory); all when None. Two
+                million by default: SentencePiece advises a sample of a few
+                million sentences for large corpora, and the subword
+                statistics change little beyond.
+            seed: seed of the sample and of SentencePiece's own draws.
             **options: other `sentencepiece.SentencePieceTrainer` options,
                 except those fixing the reserved ids and the normalization.
                 `num_threads` is 16 unless given, whatever the number of
@@ -387,21 +395,29 @@ class Tokenizer(tf.Module):
             leave=False,
         )
         spm.set_random_generator_seed(seed)
-        counter = _Counter(sentences)
+        if max_sentences is None:
+            feed = _Counted(sentences)
+        else:
+            sample, total = reservoir_sample(
+                _chunked(sentences, 4096), max_sentences, seed=seed
+            )
+            # Each sentence is let go once SentencePiece has copied it.
+            feed = _Counted(_draining(sample), total)
+            del sample
         model = io.BytesIO()
         rules = tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False)
         with rules:
             rules.write(_NORMALIZATION_RULES)
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=counter,
+                sentence_iterator=feed,
                 model_writer=model,
                 vocab_size=vocab_size,
                 model_type=model_type,
                 byte_fallback=byte_fallback,
                 split_digits=split_digits,
                 character_coverage=character_coverage,
-                input_sentence_size=max_sentences or 0,
+                input_sentence_size=0,  # (sampled above)
                 shuffle_input_sentence=True,
                 hard_vocab_limit=False,
                 minloglevel=2,
@@ -410,11 +426,11 @@ class Tokenizer(tf.Module):
                 **{"num_threads": _THREADS, **options},
             )
         except RuntimeError as error:
-            if counter.count == 0:
+            if feed.total == 0:
                 raise ValueError("Tokenizer.train received no text") from error
             raise ValueError(
                 f"SentencePiece training failed (vocab_size={vocab_size}, "
-                f"byte_fallback={byte_fallback}, {counter.count} sentences): "
+                f"byte_fallback={byte_fallback}, {feed.count} sentences): "
                 f"{error}"
             ) from error
         finally:
@@ -424,10 +440,10 @@ class Tokenizer(tf.Module):
         proto.normalizer_spec.ClearField("normalization_rule_tsv")
         tokenizer = cls(proto.SerializeToString())
         logger.info(
-            "Trained a %s tokenizer with %d ids on %d sentences",
+            "Trained a %s tokenizer with %d ids on %s",
             model_type,
             tokenizer.vocab_size,
-            counter.count,
+            sample_description(feed.count, feed.total),
         )
         if tokenizer.vocab_size < vocab_size:
             logger.warning(
@@ -438,20 +454,53 @@ class Tokenizer(tf.Module):
         return tokenizer
 
 
-class _Counter:
-    """Iterator wrapper counting the sentences SentencePiece reads."""
+def sample_description(sampled: int, total: int) -> str:
+    """How many sentences a tokenizer was trained on, for the logs.
 
-    def __init__(self, iterable: Iterable[str]) -> None:
-        self._iterator = iter(iterable)
+    Example:
+        >>> sample_description(2_000_000, 9_000_000)
+        'a random sample of 2000000 of 9000000 sentences'
+        >>> sample_description(58000, 58000)
+        'all 58000 sentences'
+    """
+    if sampled < total:
+        return f"a random sample of {sampled} of {total} sentences"
+    return f"all {total} sentences"
+
+
+class _Counted:
+    """An iterator that counts what it yields; `total` defaults to that count."""
+
+    def __init__(self, items: Iterable, total: int | None = None) -> None:
+        self._items = iter(items)
+        self._total = total
         self.count = 0
 
-    def __iter__(self) -> _Counter:
+    def __iter__(self) -> _Counted:
         return self
 
-    def __next__(self) -> str:
-        text = next(self._iterator)
+    def __next__(self):
+        item = next(self._items)
         self.count += 1
-        return text
+        return item
+
+    @property
+    def total(self) -> int:
+        return self.count if self._total is None else self._total
+
+
+def _draining(items: list) -> Iterable:
+    """Yields the items of `items` in order, removing each from the list."""
+    items.reverse()
+    while items:
+        yield items.pop()
+
+
+def _chunked(items: Iterable, size: int) -> Iterable[list]:
+    """`items` in lists of `size` (the last one shorter)."""
+    iterator = iter(items)
+    while chunk := list(itertools.islice(iterator, size)):
+        yield chunk
 
 
 def _iterate_texts(texts) -> Iterable[str]:

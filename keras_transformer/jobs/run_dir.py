@@ -48,6 +48,9 @@ SNAPSHOT_DIR = "snapshots"
 LOG_DIR = "logs"
 MANIFEST_FILE = "run.json"
 LOCK_FILE = "run.lock"
+PREPARED_DIR = "prepared"
+"""The tokenized training corpus (`data.prepared_dir` by default): a cache,
+named by its contents, that a run may leave or find there."""
 RUN_ENTRIES = (
     CONFIG_FILE,
     TOKENIZER_DIR,
@@ -104,7 +107,7 @@ def owned_entries(directory: str | Path) -> set[str]:
                 for name in (*RUN_ENTRIES, *DEMO_ENTRIES)
                 if (directory / name).exists()
             ]
-    return {*entries, MANIFEST_FILE, LOCK_FILE}
+    return {*entries, MANIFEST_FILE, LOCK_FILE, PREPARED_DIR}
 
 
 def _is_ours(name: str, owned: set[str]) -> bool:
@@ -182,7 +185,8 @@ def run_status(directory: str | Path, recipe: dict) -> str:
         written = sorted(
             e.name
             for e in directory.iterdir()
-            if e.name not in (MANIFEST_FILE, LOCK_FILE) and ".tmp-" not in e.name
+            if e.name not in (MANIFEST_FILE, LOCK_FILE, PREPARED_DIR)
+            and ".tmp-" not in e.name
         )
         if written:
             raise RunError(
@@ -195,6 +199,10 @@ def run_status(directory: str | Path, recipe: dict) -> str:
         saved = read_yaml(directory / CONFIG_FILE)
     except (OSError, ConfigError):
         saved = None
+    try:  # with the defaults of keys added since it was written
+        saved = config_from_dict(saved).to_dict()
+    except ConfigError:
+        pass
     saved, wanted = run_identity(saved), run_identity(recipe)
     if saved != wanted and not _differ_in_budget_only(saved, wanted):
         raise RunError(
@@ -231,6 +239,10 @@ def run_identity(recipe):
     if not isinstance(recipe, dict):
         return recipe
     identity = {key: value for key, value in recipe.items() if key != "output_dir"}
+    if isinstance(identity.get("data"), dict):  # where shards go, not what
+        identity["data"] = {
+            k: v for k, v in identity["data"].items() if k != "prepared_dir"
+        }
     for section, keys in PATH_KEYS.items():
         if not isinstance(identity.get(section), dict):
             continue
@@ -344,7 +356,9 @@ def clear_run(directory: str | Path) -> None:
         )
     owned = owned_entries(directory)
     for path in sorted(directory.iterdir()):
-        if path.name in (MANIFEST_FILE, LOCK_FILE) or not _is_ours(path.name, owned):
+        if path.name in (MANIFEST_FILE, LOCK_FILE, PREPARED_DIR):
+            continue  # (the prepared corpus is named by its contents: kept)
+        if not _is_ours(path.name, owned):
             continue
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)

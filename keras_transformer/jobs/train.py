@@ -12,14 +12,18 @@ In order:
    its model is kept as a snapshot first); anything else is an error
    (`--overwrite` starts over, when the directory holds nothing but the
    run's own files).
-3. The data are read and the tokenizer is trained (or reused when
-   resuming); only then is the run written: its manifest, `config.yaml`
-   and the tokenizer. A start that fails before leaves the directory as
-   it found it.
+3. The data are read and the tokenizer is trained on a sample of the
+   training sentences (or reused when resuming); the training pairs are
+   tokenized once into length-bucketed shards on disk (`jobs.prepare`),
+   or the shards of an earlier run of the same data are reused. Only then
+   is the run written: its manifest, `config.yaml` and the tokenizer. A
+   start that fails before leaves the directory as it found it.
 4. The model and optimizer are built, and the last training state, if any,
    is loaded. `model.fit` (or, across machines, `fit_distributed`) trains
    on an endless, seeded stream of epochs positioned at the state's step,
-   writing a checkpoint every `training.checkpoint_minutes`
+   read from the shards (`data.prepared_batches`, in memory bounded by
+   `data.shuffle_buffer` whatever the corpus's size), writing a checkpoint
+   every `training.checkpoint_minutes`
    (`training.Checkpoints`). A loss that becomes NaN or infinite stops the
    run with `TrainingDiverged`, its last good state kept.
 5. The last checkpoints are averaged into the model, which is saved with
@@ -33,7 +37,7 @@ import contextlib
 import json
 import logging
 import os
-import re
+import shutil
 import time
 from pathlib import Path
 
@@ -42,13 +46,21 @@ import yaml
 
 from keras_transformer import data
 from keras_transformer.config import Config, ConfigError, check_paths, load_config
+from keras_transformer.data.prepared import NoPairsError
 from keras_transformer.decoding import Translator
 from keras_transformer.evaluation import score_translations
+from keras_transformer.jobs.prepare import (
+    prepare_stream,
+    prepared_root,
+    stream_tokenizer,
+    train_stream,
+)
 from keras_transformer.jobs.run_dir import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
     LOG_DIR,
     MODEL_FILE,
+    PREPARED_DIR,
     SNAPSHOT_DIR,
     TOKENIZER_DIR,
     TRANSLATOR_DIR,
@@ -167,10 +179,29 @@ def _start(config, out, chief, verbose, overwrite, evaluate) -> dict:
     # A multi-worker strategy must exist before any other TensorFlow op.
     strategy = make_strategy(tr.strategy)
     # The data and the tokenizer, checked before anything is written.
-    splits = load_splits(config)
+    splits = load_splits(config, ("valid", "test"))
     _check_splits(config, splits)
     reuse = status in ("resume", "extend") or not (chief or overwrite)
-    tokenizer = _tokenizer(config, splits["train"], out / TOKENIZER_DIR, reuse)
+    root = prepared_root(config)
+    # The run's own prepared directory, made by this start, goes if it fails.
+    own = chief and root == out / PREPARED_DIR and not root.exists()
+    stream = train_stream(config)
+    try:
+        tokenizer = _tokenizer(config, stream, out / TOKENIZER_DIR, reuse, root, chief)
+        prepared = prepare_stream(config, stream, tokenizer, root, write=chief)
+    except NoPairsError as error:
+        if own:
+            shutil.rmtree(root, ignore_errors=True)
+        if config.data.corpus != "files" or error.pairs:
+            raise
+        files = config.data.train_files
+        raise ConfigError(
+            f"data.train_files: {files!r} hold no sentence pairs"
+        ) from None
+    except BaseException:
+        if own:
+            shutil.rmtree(root, ignore_errors=True)
+        raise
     if chief:
         if overwrite:
             clear_run(out)
@@ -184,7 +215,9 @@ def _start(config, out, chief, verbose, overwrite, evaluate) -> dict:
                 kept,
             )
         # The recipe, with the budget it now trains to.
-        record_entries(out, CONFIG_FILE, TOKENIZER_DIR)
+        entries = [CONFIG_FILE, TOKENIZER_DIR]
+        entries += [PREPARED_DIR] if root == out / PREPARED_DIR else []
+        record_entries(out, *entries)
         write_text(out / CONFIG_FILE, yaml.safe_dump(recipe, sort_keys=False))
         if not (out / TOKENIZER_DIR).exists():
             tokenizer.save(out / TOKENIZER_DIR)
@@ -192,7 +225,9 @@ def _start(config, out, chief, verbose, overwrite, evaluate) -> dict:
     previous_policy = keras.config.dtype_policy()
     set_mixed_precision(tr.mixed_precision)
     try:
-        summary = _train(config, strategy, chief, out, verbose, splits, tokenizer)
+        summary = _train(
+            config, strategy, chief, out, verbose, splits, tokenizer, prepared
+        )
     finally:
         keras.config.set_dtype_policy(previous_policy)
     if not chief:
@@ -241,59 +276,68 @@ def _check_splits(config: Config, splits: dict) -> None:
     """Each split the recipe names holds sentences (else `ConfigError`)."""
     if config.data.corpus != "files":
         return
-    for split in ("train", "valid", "test"):
-        corpus = splits[split]
+    for split in ("valid", "test"):
+        corpus = splits.get(split)
         if corpus is not None and not len(corpus):
             files = getattr(config.data, f"{split}_files")
             raise ConfigError(f"data.{split}_files: {files!r} hold no sentence pairs")
 
 
-def load_splits(config: Config) -> dict:
-    """The train, validation and test pairs named by `config.data`.
+def load_splits(config: Config, splits=("train", "valid", "test")) -> dict:
+    """The train, validation and test pairs named by `config.data`, in memory.
+
+    The training job reads only the validation and test splits so; it
+    streams the training pairs (`jobs.prepare.train_stream`).
+
+    Args:
+        config: the recipe.
+        splits: the splits to read, of "train", "valid" and "test".
 
     Returns:
-        `{"train": ..., "valid": ..., "test": ...}`, each a `ParallelCorpus`
-        or a `tf.data.Dataset` of `(source, target)` strings; a split the
-        corpus does not have is `None`.
+        `{"train": ..., "valid": ..., "test": ...}` for the splits asked,
+        each a `ParallelCorpus` or a `tf.data.Dataset` of `(source, target)`
+        strings; a split the corpus does not have is `None`.
     """
     d = config.data
     if d.corpus == "builtin":
+        names = {"train": "train", "valid": "val", "test": "test"}
         return {
-            split: data.builtin_corpus(name, seed=d.seed)
-            for split, name in (("train", "train"), ("valid", "val"), ("test", "test"))
+            split: data.builtin_corpus(names[split], seed=d.seed) for split in splits
         }
     if d.corpus == "multi30k":
         kwargs = dict(data_dir=d.data_dir, source=d.source_lang, target=d.target_lang)
-        return {
-            "train": data.load_multi30k("train", **kwargs),
-            "valid": data.load_multi30k("val", **kwargs),
-            "test": data.load_multi30k("test_2016_flickr", **kwargs),
-        }
+        names = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
+        return {split: data.load_multi30k(names[split], **kwargs) for split in splits}
     if d.corpus == "files":
         return {
             split: None if files is None else data.load_parallel_files(*files)
             for split, files in (
-                ("train", d.train_files),
-                ("valid", d.valid_files),
-                ("test", d.test_files),
+                (split, getattr(d, f"{split}_files")) for split in splits
             )
         }
     name = d.corpus.removeprefix("tfds:")
-    splits = {"train": "train", "valid": "validation", "test": "test"}
+    names = {"train": "train", "valid": "validation", "test": "test"}
     return {
         split: data.load_tfds(
             name,
-            tfds_split,
+            names[split],
             data_dir=d.data_dir,
             source_key=d.source_lang,
             target_key=d.target_lang,
         )
-        for split, tfds_split in splits.items()
+        for split in splits
     }
 
 
 def _train(
-    config: Config, strategy, chief: bool, out: Path, verbose, splits, tokenizer
+    config: Config,
+    strategy,
+    chief: bool,
+    out: Path,
+    verbose,
+    splits,
+    tokenizer,
+    prepared,
 ) -> dict:
     """Training proper: model, state, `fit`; the model saved."""
     tr = config.training
@@ -323,8 +367,14 @@ def _train(
     # The endless stream of seeded epochs, from the epoch of the state's step.
     per_epoch = record.get("batches_per_epoch")
     epoch = resumed_from // per_epoch if per_epoch else 0
-    stream, stats = data.make_batches(
-        splits["train"], tokenizer, with_stats=True, epochs_from=epoch, **batching
+    stream, stats = data.prepared_batches(
+        prepared,
+        token_budget=tr.token_budget,
+        seed=tr.seed,
+        epochs_from=epoch,
+        shuffle_buffer=config.data.shuffle_buffer,
+        replicas=strategy.num_replicas_in_sync,
+        with_stats=True,
     )
     if per_epoch not in (None, stats.batches):
         raise ValueError(
@@ -531,9 +581,11 @@ class _Log(keras.callbacks.Callback):
             self.history.setdefault(key, []).append(float(value))
 
 
-def _tokenizer(config: Config, train_pairs, path: Path, reuse: bool):
+def _tokenizer(config: Config, stream, path: Path, reuse: bool, root, chief):
     """The run's tokenizer, not yet saved: the recipe's, the run's own when
-    `reuse` (resuming: the same ids), or one trained on `train_pairs`.
+    `reuse` (resuming: the same ids), or the one trained on a sample of the
+    training `stream` (`jobs.prepare.stream_tokenizer`: kept in `root`; the
+    chief trains it, the other workers wait for it).
 
     Raises:
         ConfigError: `tokenizer.vocab_size` does not fit the corpus.
@@ -542,18 +594,7 @@ def _tokenizer(config: Config, train_pairs, path: Path, reuse: bool):
         return data.Tokenizer.load(config.tokenizer.path)
     if reuse and path.exists():
         return data.Tokenizer.load(path)
-    vocab_size = config.tokenizer.vocab_size
-    try:
-        return data.Tokenizer.train(train_pairs, vocab_size=vocab_size)
-    except ValueError as error:
-        needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(error))
-        if needed is None:
-            raise
-        raise ConfigError(
-            f"tokenizer.vocab_size: {vocab_size} (too small for this corpus: "
-            f"its characters, 256 bytes and 4 reserved ids take "
-            f"{needed.group(1)}; ask for more)"
-        ) from None
+    return stream_tokenizer(config, stream, root, write=chief)
 
 
 def _load(out: Path):

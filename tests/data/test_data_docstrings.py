@@ -10,11 +10,27 @@ from keras_transformer.data import (
     corpus,
     files,
     multi30k,
+    prepared,
+    sampling,
+    shard_batches,
+    streams,
     tfds_corpora,
     tokenizer,
 )
 
-MODULES = [batching, builtin, corpus, files, multi30k, tfds_corpora, tokenizer]
+MODULES = [
+    batching,
+    builtin,
+    corpus,
+    files,
+    multi30k,
+    prepared,
+    sampling,
+    shard_batches,
+    streams,
+    tfds_corpora,
+    tokenizer,
+]
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)

@@ -39,7 +39,7 @@ TARGETS = ["eine Katze", "zwei Katzen", "drei Hunde", "ein Hund", "vier Vögel"]
 TARGETS.append("ein Vogel")
 
 
-def _recipe(tmp_path, name, strategy="default", steps=120, **training):
+def _recipe(tmp_path, name, strategy="default", steps=120, data=None, **training):
     files = []
     for suffix, lines in (("en", SOURCES), ("de", TARGETS)):
         path = tmp_path / f"train.{suffix}.gz"
@@ -48,7 +48,12 @@ def _recipe(tmp_path, name, strategy="default", steps=120, **training):
                 f.write("\n".join(lines * 6) + "\n")
         files.append(str(path))
     recipe = {
-        "data": {"corpus": "files", "train_files": files, "max_length": 16},
+        "data": {
+            "corpus": "files",
+            "train_files": files,
+            "max_length": 16,
+            **(data or {}),
+        },
         "tokenizer": {"vocab_size": 300},
         "model": {
             "preset": "tiny",
@@ -168,6 +173,43 @@ def test_killed_run_resumes_exactly_from_the_command_line(tmp_path):
     assert again.returncode == 0
     assert b"holds a finished run of this recipe" in again.stderr
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
+
+
+@pytest.mark.slow
+def test_killed_run_on_prepared_shards_resumes_exactly(tmp_path):
+    # The corpus prepared once, before, in chunks of 4 pairs of which an
+    # epoch shuffles 2 at a time: both runs read the same shards, and the
+    # resumed one goes on in the middle of a chunk group.
+    shards = {
+        "prepared_dir": str(tmp_path / "prepared"),
+        "chunk_pairs": 4,
+        "shuffle_buffer": 8,
+    }
+    reference_recipe, reference = _recipe(tmp_path, "reference", steps=40, data=shards)
+    recipe, out = _recipe(tmp_path, "victim", steps=40, data=shards)
+    prepare = [sys.executable, "-m", "keras_transformer", "prepare"]
+    subprocess.run([*prepare, "--config", str(recipe)], env=_env(), check=True)
+    prepared = sorted(p.name for p in (tmp_path / "prepared").iterdir())
+    ref = _start_training(reference_recipe)
+    victim = _start_training(recipe)
+    try:
+        _kill_when_past([victim], out, 15)
+        _damage_newest_state(out)
+        resumed = subprocess.run(
+            [*TRAIN, "--config", str(recipe)],
+            env=_env(),
+            capture_output=True,
+            timeout=TIMEOUT,
+        )
+        assert resumed.returncode == 0, resumed.stderr.decode()[-3000:]
+        assert ref.wait(timeout=TIMEOUT) == 0, ref.stderr.read().decode()[-3000:]
+    finally:
+        for process in (ref, victim):
+            if process.poll() is None:
+                process.kill()
+    _check_resumed_like(reference, out)
+    assert sorted(p.name for p in (tmp_path / "prepared").iterdir()) == prepared
+    assert not (out / "prepared").exists()
 
 
 @pytest.mark.slow

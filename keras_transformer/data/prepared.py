@@ -1,0 +1,515 @@
+"""Tokenized pairs in length-bucketed shards on disk, prepared once and reused.
+
+`prepare_corpus` reads a `PairStream` once, tokenizes it in parallel
+batches and writes each length bucket's pairs, padded to the bucket's
+length, into chunk files of `chunk_rows` pairs: plain little-endian arrays
+(`uint16` ids when the vocabulary allows, else `int32`), each row the
+bucket's `source_ids` then its `target_out` (docs/design.md). fairseq
+binarizes a corpus once in the same spirit; the chunks are small files so
+that `prepared_batches` reads any of them, in any order, with one
+`tf.io.read_file`.
+
+The directory is named by a hash of what it is made of: the stream's
+identity (the files' SHA-256 sums, a TFDS name, version and split), the
+tokenizer's model, `max_length`, the bucket lengths and `chunk_rows`. A
+change of any of them names another directory, so a stale one is never
+read; `prepared.json` inside repeats the identity, and is checked on
+reading. The directory is written under a temporary name and renamed when
+complete: a killed preparation leaves no directory that would be taken for a
+finished one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import socket
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+import tqdm
+
+from keras_transformer.data.batching import default_bucket_lengths
+from keras_transformer.data.streams import PairStream
+from keras_transformer.token_ids import END_ID
+
+logger = logging.getLogger(__name__)
+
+FORMAT = 1
+"""Version of the layout; part of the identity."""
+META_FILE = "prepared.json"
+CHUNK_ROWS = 4096
+"""Pairs per chunk file, by default."""
+_TOKENIZE_BATCH = 4096
+_WAIT_LOG_SECONDS = 60.0
+
+
+class NoPairsError(ValueError):
+    """A stream left no pair to batch; `pairs` says how many it held."""
+
+    def __init__(self, message: str, pairs: int) -> None:
+        super().__init__(message)
+        self.pairs = pairs
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedCorpus:
+    """A prepared directory's description, as `prepared.json` holds it.
+
+    Args:
+        path: the directory.
+        name: the stream's name.
+        identity: what the shards are made of (see the module docstring).
+        bucket_lengths: padded length of each bucket.
+        counts: pairs in each bucket.
+        chunk_rows: pairs per chunk file (the last of a bucket has fewer).
+        dtype: `"uint16"` or `"int32"`, the ids' type on disk.
+        pairs: pairs tokenized.
+        kept: pairs in the buckets (`sum(counts)`).
+        too_long: pairs left out as longer than `max_length`.
+        empty: pairs left out with a side of no token.
+        skipped_empty: pairs the reader left out, empty or only
+            whitespace on a side (not in `pairs`).
+        source_tokens: `source_ids` tokens of the kept pairs, end ids included.
+        target_tokens: `target_out` tokens of the kept pairs.
+        max_length: the longest `source_ids` and `target_in` kept.
+
+    Example:
+        >>> import tempfile
+        >>> from keras_transformer.data import ParallelCorpus, Tokenizer
+        >>> from keras_transformer.data.streams import stream_pairs
+        >>> corpus = ParallelCorpus(("one two", "three"), ("eins zwei", "drei"))
+        >>> tokenizer = Tokenizer.train(corpus, vocab_size=300)
+        >>> prepared = prepare_corpus(
+        ...     stream_pairs(corpus), tokenizer, tempfile.mkdtemp(), max_length=16
+        ... )
+        >>> prepared.kept, sum(prepared.counts), prepared.dtype
+        (2, 2, 'uint16')
+        >>> PreparedCorpus.load(prepared.path) == prepared
+        True
+    """
+
+    path: str
+    name: str
+    identity: dict
+    bucket_lengths: tuple[int, ...]
+    counts: tuple[int, ...]
+    chunk_rows: int
+    dtype: str
+    pairs: int
+    kept: int
+    too_long: int
+    empty: int
+    skipped_empty: int
+    source_tokens: int
+    target_tokens: int
+    max_length: int
+
+    def chunk_counts(self) -> tuple[int, ...]:
+        """The number of chunk files of each bucket."""
+        return tuple(-(-count // self.chunk_rows) for count in self.counts)
+
+    def chunk_path(self, bucket: int, index: int) -> str:
+        """The file of chunk `index` of bucket `bucket`."""
+        return os.path.join(self.path, f"b{bucket:02d}", f"{index:06d}.bin")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> PreparedCorpus:
+        """Reads `prepared.json`, and checks every chunk file is there, whole.
+
+        Raises:
+            FileNotFoundError: no `prepared.json` in `path`.
+            ValueError: a chunk file is missing or of the wrong size, or the
+                description is not of this version's format.
+        """
+        path = os.fspath(path)
+        with open(os.path.join(path, META_FILE), encoding="utf-8") as f:
+            meta = json.load(f)
+        if meta.get("identity", {}).get("format") != FORMAT:
+            raise ValueError(f"{path}: not a prepared corpus of format {FORMAT}")
+        fields = {field.name for field in dataclasses.fields(cls)} - {"path"}
+        prepared = cls(
+            path=path,
+            **{
+                key: tuple(value) if isinstance(value, list) else value
+                for key, value in meta.items()
+                if key in fields and key != "identity"
+            },
+            identity=meta["identity"],
+        )
+        itemsize = np.dtype(prepared.dtype).itemsize
+        for bucket, (count, length) in enumerate(
+            zip(prepared.counts, prepared.bucket_lengths, strict=True)
+        ):
+            for index in range(-(-count // prepared.chunk_rows)):
+                rows = min(prepared.chunk_rows, count - index * prepared.chunk_rows)
+                chunk = prepared.chunk_path(bucket, index)
+                size = os.path.getsize(chunk) if os.path.exists(chunk) else None
+                if size != rows * 2 * length * itemsize:
+                    raise ValueError(
+                        f"{path}: the prepared corpus is damaged ({chunk} is "
+                        f"{'missing' if size is None else f'{size} bytes'}); "
+                        "remove the directory to prepare it again"
+                    )
+        return prepared
+
+
+def prepared_identity(
+    stream: PairStream,
+    tokenizer,
+    max_length: int,
+    bucket_lengths: Sequence[int],
+    chunk_rows: int,
+) -> dict:
+    """What a prepared directory is made of (plain data; hashed into its name).
+
+    A tokenizer is identified by the SHA-256 of its `model_proto`; one
+    without (a test double) by its class name.
+
+    Example:
+        >>> from keras_transformer.data import ParallelCorpus
+        >>> from keras_transformer.data.streams import stream_pairs
+        >>> stream = stream_pairs(ParallelCorpus(("a",), ("b",)))
+        >>> sorted(prepared_identity(stream, None, 8, (8,), 16))[:3]
+        ['bucket_lengths', 'chunk_rows', 'corpus']
+    """
+    proto = getattr(tokenizer, "model_proto", None)
+    return {
+        "format": FORMAT,
+        "corpus": stream.identity,
+        "tokenizer": (
+            hashlib.sha256(proto).hexdigest()
+            if proto is not None
+            else type(tokenizer).__qualname__
+        ),
+        "max_length": int(max_length),
+        "bucket_lengths": [int(length) for length in bucket_lengths],
+        "chunk_rows": int(chunk_rows),
+    }
+
+
+def identity_key(identity: dict) -> str:
+    """A short hash of plain data, for directory names.
+
+    Example:
+        >>> identity_key({"a": 1}) == identity_key({"a": 1})
+        True
+        >>> len(identity_key({"a": 1}))
+        16
+    """
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def prepared_path(root: str | os.PathLike, name: str, identity: dict) -> str:
+    """`root/NAME-KEY`: where the corpus of `identity` is prepared."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")[:60] or "corpus"
+    return os.path.join(os.fspath(root), f"{safe}-{identity_key(identity)}")
+
+
+def prepare_corpus(
+    stream: PairStream,
+    tokenizer,
+    root: str | os.PathLike,
+    max_length: int = 128,
+    boundaries: Sequence[int] | None = None,
+    chunk_rows: int = CHUNK_ROWS,
+    write: bool = True,
+    poll_seconds: float = 1.0,
+) -> PreparedCorpus:
+    """Tokenizes a stream once into bucketed shards under `root`, or reuses them.
+
+    The pairs are read in batches and tokenized in parallel; each kept pair
+    (`source_ids = x + [END]`, `target_out = y + [END]`, as `make_batches`
+    makes them) goes to the bucket of the smallest length `L` with
+    `max(len(x), len(y)) + 1 <= L`, padded with 0 to `L`. Pairs with a side
+    of no token, or longer than `max_length`, are left out and counted,
+    with a warning. Memory holds one read batch and at most `chunk_rows`
+    pairs per bucket, whatever the size of the corpus.
+
+    When the directory for this stream, tokenizer and layout exists, it is
+    read instead (nothing is tokenized). With `write=False` (the workers of
+    a multi-worker run other than the chief), this waits for another
+    process to write it.
+
+    Args:
+        stream: the pairs (`stream_parallel_files`, `stream_pairs`).
+        tokenizer: a `Tokenizer` (or anything with `tokenize`).
+        root: the directory that holds prepared corpora; created if needed.
+        max_length: longest `source_ids` and `target_in` kept, in tokens.
+        boundaries: bucket lengths (`make_batches`'s); when None,
+            `default_bucket_lengths(max_length)`.
+        chunk_rows: pairs per chunk file.
+        write: prepare the corpus if it is missing; else wait for it.
+        poll_seconds: how often a waiting process looks for it.
+
+    Returns:
+        The `PreparedCorpus`.
+
+    Raises:
+        ValueError: the stream's errors (see `PairStream.iterate`), no pair
+            in the stream, an id too large for the ids' type, or a
+            directory of this name that describes other data.
+    """
+    if max_length < 1:
+        raise ValueError(f"max_length must be positive. Received: {max_length}")
+    if chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be positive. Received: {chunk_rows}")
+    if boundaries is None:
+        bucket_lengths = default_bucket_lengths(max_length)
+    else:
+        if any(int(length) < 1 for length in boundaries):
+            raise ValueError(
+                f"Bucket lengths must be positive. Received: {list(boundaries)}"
+            )
+        bucket_lengths = tuple(
+            sorted({int(b) for b in boundaries if b < max_length} | {max_length})
+        )
+    identity = prepared_identity(
+        stream, tokenizer, max_length, bucket_lengths, chunk_rows
+    )
+    path = prepared_path(root, stream.name, identity)
+    if not os.path.exists(os.path.join(path, META_FILE)):
+        if not write:
+            _wait_for(path, poll_seconds)
+        else:
+            _write(stream, tokenizer, path, identity, bucket_lengths, chunk_rows)
+    else:
+        logger.info("Reusing the prepared corpus %s", path)
+    prepared = PreparedCorpus.load(path)
+    if prepared.identity != identity:
+        raise ValueError(
+            f"{path}: describes other data than its name says; remove it to "
+            "prepare the corpus again"
+        )
+    return prepared
+
+
+def _wait_for(path: str, poll_seconds: float) -> None:
+    start = last_log = time.monotonic()
+    logger.info("Waiting for the chief to prepare %s", path)
+    while not os.path.exists(os.path.join(path, META_FILE)):
+        time.sleep(poll_seconds)
+        if time.monotonic() - last_log > _WAIT_LOG_SECONDS:
+            last_log = time.monotonic()
+            logger.info("Still waiting for %s (%.0f s)", path, last_log - start)
+
+
+def _write(stream, tokenizer, path, identity, bucket_lengths, chunk_rows) -> None:
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    _remove_stale_temporaries(path)
+    temporary = f"{path}.tmp-{socket.gethostname()}-{os.getpid()}"
+    shutil.rmtree(temporary, ignore_errors=True)
+    os.makedirs(temporary)
+    try:
+        meta = _write_shards(
+            stream, tokenizer, temporary, identity, bucket_lengths, chunk_rows
+        )
+        with open(os.path.join(temporary, META_FILE), "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=1)
+            f.write("\n")
+        try:
+            os.rename(temporary, path)
+        except OSError:
+            if not os.path.exists(os.path.join(path, META_FILE)):
+                raise
+            # Another process prepared the same corpus meanwhile: the same
+            # content, by its name.
+            shutil.rmtree(temporary)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+
+
+def _remove_stale_temporaries(path: str) -> None:
+    """Removes what a killed preparation of `path` on this host left."""
+    prefix = f"{os.path.basename(path)}.tmp-{socket.gethostname()}-"
+    parent = os.path.dirname(path)
+    for entry in os.listdir(parent):
+        if not entry.startswith(prefix):
+            continue
+        pid = entry[len(prefix) :]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _Bucket:
+    """One bucket's pending rows, written out in chunks of `chunk_rows`."""
+
+    def __init__(self, directory: str, chunk_rows: int) -> None:
+        self.directory, self.chunk_rows = directory, chunk_rows
+        self.pending: list[np.ndarray] = []
+        self.pending_rows = self.count = self.chunks = 0
+
+    def add(self, rows: np.ndarray) -> None:
+        self.pending.append(rows)
+        self.pending_rows += len(rows)
+        self.count += len(rows)
+        if self.pending_rows >= self.chunk_rows:
+            rows = np.concatenate(self.pending)
+            whole = len(rows) // self.chunk_rows * self.chunk_rows
+            for start in range(0, whole, self.chunk_rows):
+                self._write(rows[start : start + self.chunk_rows])
+            self.pending = [rows[whole:]] if whole < len(rows) else []
+            self.pending_rows = len(rows) - whole
+
+    def close(self) -> None:
+        if self.pending_rows:
+            self._write(np.concatenate(self.pending))
+        self.pending, self.pending_rows = [], 0
+
+    def _write(self, rows: np.ndarray) -> None:
+        os.makedirs(self.directory, exist_ok=True)
+        name = os.path.join(self.directory, f"{self.chunks:06d}.bin")
+        with open(name, "wb") as f:
+            f.write(rows.astype(rows.dtype.newbyteorder("<"), copy=False).tobytes())
+        self.chunks += 1
+
+
+def _write_shards(stream, tokenizer, directory, identity, bucket_lengths, chunk_rows):
+    max_length = identity["max_length"]
+    vocab_size = getattr(tokenizer, "vocab_size", None)
+    dtype = np.dtype("uint16" if vocab_size and vocab_size <= 1 << 16 else "int32")
+    limit = np.iinfo(dtype).max
+    buckets = [
+        _Bucket(os.path.join(directory, f"b{b:02d}"), chunk_rows)
+        for b in range(len(bucket_lengths))
+    ]
+
+    tf_lengths = tf.constant(bucket_lengths, tf.int64)
+
+    def tokenize(sources, targets):
+        """One batch, in its buckets' rows: all in TensorFlow, in parallel."""
+        source = tf.cast(tokenizer.tokenize(sources), tf.int32)
+        target = tf.cast(tokenizer.tokenize(targets), tf.int32)
+        source_len, target_len = source.row_lengths(), target.row_lengths()
+        empty = (source_len == 0) | (target_len == 0)
+        need = tf.maximum(source_len, target_len) + 1
+        too_long = ~empty & (need > max_length)
+        kept = ~empty & ~too_long
+        # The kept pairs, by bucket (stable: in corpus order within one).
+        bucket = tf.searchsorted(tf_lengths, tf.boolean_mask(need, kept))
+        order = tf.argsort(bucket, stable=True)
+        bucket = tf.gather(bucket, order)
+        length = tf.gather(tf_lengths, bucket)  # (K,) each row's L
+        end = tf.fill(tf.stack([source.nrows(), 1]), tf.constant(END_ID, tf.int32))
+        width = tf.reduce_max(tf.concat([length, [1]], 0))
+        sides = [
+            tf.gather(
+                tf.ragged.boolean_mask(tf.concat([ids, end], 1), kept), order
+            ).to_tensor(shape=tf.stack([tf.size(order, tf.int64), width]))
+            for ids in (source, target)
+        ]
+        # Row k: source_ids[:L_k] then target_out[:L_k], all rows flat.
+        mask = tf.sequence_mask(length, width)
+        flat = tf.boolean_mask(tf.concat(sides, 1), tf.concat([mask, mask], 1))
+        return {
+            "flat": flat,
+            "counts": tf.math.bincount(
+                tf.cast(bucket, tf.int32),
+                minlength=len(bucket_lengths),
+                maxlength=len(bucket_lengths),
+                dtype=tf.int64,
+            ),
+            "max_id": tf.reduce_max(tf.concat([flat, [0]], 0)),
+            "pairs": tf.size(empty, tf.int64),
+            "empty": tf.math.count_nonzero(empty),
+            "too_long": tf.math.count_nonzero(too_long),
+            "source": tf.reduce_sum(tf.boolean_mask(source_len + 1, kept)),
+            "target": tf.reduce_sum(tf.boolean_mask(target_len + 1, kept)),
+        }
+
+    counts = dict(pairs=0, too_long=0, empty=0, skipped=0, source=0, target=0)
+    progress = tqdm.tqdm(
+        desc=f"Preparing {stream.name}",
+        unit=" pairs",
+        disable=None,
+        leave=False,
+    )
+    sizes = 2 * np.asarray(bucket_lengths)
+    with progress:
+        for batch, skipped in stream.iterate(_TOKENIZE_BATCH, tokenize):
+            counts["skipped"] += skipped
+            for key in ("pairs", "empty", "too_long", "source", "target"):
+                counts[key] += int(batch[key])
+            progress.update(int(batch["pairs"]) + skipped)
+            if batch["max_id"] > limit:
+                raise ValueError(
+                    f"{stream.name}: token id {batch['max_id']} does not fit "
+                    f"{dtype.name} (vocab_size={vocab_size})"
+                )
+            flat = batch["flat"].astype(dtype)
+            ends = np.cumsum(batch["counts"] * sizes)
+            for b in np.flatnonzero(batch["counts"]):
+                rows = flat[ends[b] - batch["counts"][b] * sizes[b] : ends[b]]
+                buckets[b].add(rows.reshape(-1, sizes[b]))
+    for bucket in buckets:
+        bucket.close()
+    kept = sum(bucket.count for bucket in buckets)
+    label = f"{stream.name}: "
+    if counts["skipped"]:
+        logger.warning(
+            "%sskipped %d of %d line pairs with an empty side",
+            label,
+            counts["skipped"],
+            counts["pairs"] + counts["skipped"],
+        )
+    if counts["too_long"]:
+        logger.warning(
+            "%sdropped %d of %d pairs longer than max_length=%d tokens",
+            label,
+            counts["too_long"],
+            counts["pairs"],
+            max_length,
+        )
+    if counts["empty"]:
+        logger.warning(
+            "%sdropped %d of %d pairs with an empty source or target",
+            label,
+            counts["empty"],
+            counts["pairs"],
+        )
+    if not kept:
+        raise NoPairsError(
+            f"{stream.name}: no pair left to batch: {counts['pairs']} pairs, "
+            f"{counts['too_long']} longer than max_length={max_length}, "
+            f"{counts['empty']} empty",
+            counts["pairs"],
+        )
+    logger.info(
+        "%sprepared %d pairs in %d buckets: %s", label, kept, len(buckets), directory
+    )
+    return {
+        "name": stream.name,
+        "identity": identity,
+        "bucket_lengths": list(bucket_lengths),
+        "counts": [bucket.count for bucket in buckets],
+        "chunk_rows": chunk_rows,
+        "dtype": dtype.name,
+        "pairs": counts["pairs"],
+        "kept": kept,
+        "too_long": counts["too_long"],
+        "empty": counts["empty"],
+        "skipped_empty": counts["skipped"],
+        "source_tokens": counts["source"],
+        "target_tokens": counts["target"],
+        "max_length": max_length,
+    }

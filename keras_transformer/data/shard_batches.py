@@ -1,0 +1,227 @@
+"""Teacher-forcing batches read from a prepared corpus, in bounded memory."""
+
+from __future__ import annotations
+
+import logging
+
+import tensorflow as tf
+
+from keras_transformer.data.batching import BatchStats, _pad_rows
+from keras_transformer.data.prepared import PreparedCorpus
+from keras_transformer.token_ids import END_ID, PAD_ID, START_ID
+
+logger = logging.getLogger(__name__)
+
+SHUFFLE_BUFFER = 65536
+"""Pairs of a bucket shuffled together, by default."""
+_CHUNK_ORDER = 1 << 30  # folded into an epoch's seed for its chunk order
+
+
+def prepared_batches(
+    prepared: PreparedCorpus,
+    token_budget: int = 4096,
+    seed: int = 0,
+    epochs_from: int | None = None,
+    shuffle_buffer: int = SHUFFLE_BUFFER,
+    replicas: int = 1,
+    with_stats: bool = False,
+) -> tf.data.Dataset | tuple[tf.data.Dataset, BatchStats]:
+    """`make_batches`'s seeded batches, read from shards on disk.
+
+    The batches are those `make_batches` describes (same buckets, batch
+    sizes, teacher-forcing layout, `replicas` padding, and every kept pair
+    exactly once per epoch), but the pairs stay on disk: an epoch reads
+    each bucket's chunk files (`prepare_corpus`) in an order drawn from
+    `(seed, epoch)`, `shuffle_buffer // chunk_rows` chunks at a time (at
+    least one), and shuffles the pairs of those chunks together, so that
+    memory holds at most `shuffle_buffer` pairs per bucket. The buckets'
+    batches are interleaved in an order drawn from the same seed, as
+    `make_batches` draws it.
+
+    All draws are stateless functions of `seed`, the epoch, the bucket and
+    the group of chunks: the stream from epoch `e` is the stream from epoch
+    0 without its first `e` epochs, and a resumed run reads the batches an
+    uninterrupted one would (`stream.skip(n)`). A bucket that fits in the
+    buffer is shuffled whole, by the very draw of `make_batches(...,
+    seed=seed, epochs_from=...)`: for a corpus whose buckets all fit, the
+    two give the same batches in the same order.
+
+    Args:
+        prepared: the shards (`prepare_corpus`).
+        token_budget: token positions per batch in `source_ids` (and in
+            `target_in`), padding included; at least `prepared.max_length`.
+        seed: seed of the order.
+        epochs_from: the endless stream of epochs from this one on; when
+            None, epoch 0 alone, with its number of batches as cardinality.
+        shuffle_buffer: pairs of a bucket shuffled together (rounded down
+            to whole chunks, at least one).
+        replicas: as in `make_batches`: batches of a multiple of `replicas`
+            rows, the last one of each bucket padded with empty rows.
+        with_stats: also return the `BatchStats`.
+
+    Returns:
+        A `tf.data.Dataset` of `((source_ids, target_in), target_out)`, all
+        `int32` `(B, L)`; with `with_stats`, the pair `(dataset, stats)`.
+
+    Raises:
+        ValueError: `token_budget` is smaller than `max_length`, or
+            `shuffle_buffer`, `replicas` or `epochs_from` is out of range.
+
+    Example:
+        >>> import tempfile
+        >>> from keras_transformer.data import ParallelCorpus, Tokenizer
+        >>> from keras_transformer.data.prepared import prepare_corpus
+        >>> from keras_transformer.data.streams import stream_pairs
+        >>> corpus = ParallelCorpus(("one two", "three"), ("eins zwei", "drei"))
+        >>> tokenizer = Tokenizer.train(corpus, vocab_size=300)
+        >>> prepared = prepare_corpus(
+        ...     stream_pairs(corpus), tokenizer, tempfile.mkdtemp(), max_length=32
+        ... )
+        >>> batches, stats = prepared_batches(
+        ...     prepared, token_budget=64, seed=0, with_stats=True
+        ... )
+        >>> stats.kept, stats.batches == int(batches.cardinality())
+        (2, True)
+        >>> sorted(
+        ...     sentence
+        ...     for _, target_out in batches
+        ...     for sentence in tokenizer.detokenize(target_out).numpy()
+        ... )
+        [b'drei', b'eins zwei']
+    """
+    if token_budget < prepared.max_length:
+        raise ValueError(
+            "token_budget must hold at least one sequence of max_length tokens. "
+            f"Received: token_budget={token_budget}, "
+            f"max_length={prepared.max_length}"
+        )
+    if replicas < 1:
+        raise ValueError(f"replicas must be positive. Received: {replicas}")
+    if shuffle_buffer < 1:
+        raise ValueError(f"shuffle_buffer must be positive. Received: {shuffle_buffer}")
+    if epochs_from is not None and epochs_from < 0:
+        raise ValueError(f"epochs_from must be >= 0. Received: {epochs_from}")
+    lengths = prepared.bucket_lengths
+    batch_sizes = tuple(
+        max(replicas, token_budget // length // replicas * replicas)
+        for length in lengths
+    )
+    group = max(1, shuffle_buffer // prepared.chunk_rows)
+    buckets = [  # (bucket, length, batch size, chunks), the non-empty ones
+        (b, length, size, -(-count // prepared.chunk_rows))
+        for b, (length, size, count) in enumerate(
+            zip(lengths, batch_sizes, prepared.counts, strict=True)
+        )
+        if count
+    ]
+    batch_counts = [-(-prepared.counts[b] // size) for b, _, size, _ in buckets]
+    stats = BatchStats(
+        pairs=prepared.pairs,
+        kept=prepared.kept,
+        too_long=prepared.too_long,
+        empty=prepared.empty,
+        source_tokens=prepared.source_tokens,
+        target_tokens=prepared.target_tokens,
+        padded_tokens=sum(
+            length * -(-prepared.counts[b] // replicas) * replicas
+            for b, length, _, _ in buckets
+        ),
+        batches=sum(batch_counts),
+        bucket_lengths=lengths,
+        batch_sizes=batch_sizes,
+    )
+    logger.info(
+        "%s: %d pairs in %d batches per epoch (buckets %s), read from %s",
+        prepared.name,
+        stats.kept,
+        stats.batches,
+        lengths,
+        prepared.path,
+    )
+    dtype = tf.dtypes.as_dtype(prepared.dtype)
+
+    def bucket_epoch(b, length, size, chunks, number):
+        """Bucket `b`'s batches of epoch `number`: (B, 2L) rows as stored."""
+        base = tf.stack([tf.constant(seed, tf.int64) + b, number])
+        paths = tf.constant([prepared.chunk_path(b, i) for i in range(chunks)])
+        order = tf.range(chunks, dtype=tf.int64)
+        if chunks > group:
+            order = tf.random.experimental.stateless_shuffle(
+                order, seed=tf.random.experimental.stateless_fold_in(base, _CHUNK_ORDER)
+            )
+
+        def read(index, ids):
+            # The group's chunks, in file order: (rows, 2L).
+            files = tf.gather(paths, tf.sort(ids))
+            data = tf.strings.reduce_join(
+                tf.map_fn(tf.io.read_file, files, fn_output_signature=tf.string)
+            )
+            rows = tf.reshape(tf.io.decode_raw(data, dtype), [-1, 2 * length])
+            # The first group of an epoch is shuffled by (seed + b, epoch),
+            # as `make_batches` shuffles a whole bucket.
+            group_seed = tf.cond(
+                index == 0,
+                lambda: base,
+                lambda: tf.random.experimental.stateless_fold_in(base, index),
+            )
+            permutation = tf.random.experimental.stateless_shuffle(
+                tf.range(tf.shape(rows, out_type=tf.int64)[0]), seed=group_seed
+            )
+            return tf.gather(rows, permutation)
+
+        return (
+            tf.data.Dataset.from_tensor_slices(order)
+            .batch(group)
+            .enumerate()
+            .map(read)
+            .rebatch(size)
+        )
+
+    def seeded_epoch(number):
+        datasets = [
+            bucket_epoch(b, length, size, chunks, number)
+            for b, length, size, chunks in buckets
+        ]
+        choices = tf.random.experimental.stateless_shuffle(
+            tf.repeat(
+                tf.range(len(datasets), dtype=tf.int64),
+                tf.constant(batch_counts, tf.int64),
+            ),
+            seed=tf.stack([tf.constant(seed, tf.int64) - 1, number]),
+        )
+        return tf.data.Dataset.choose_from_datasets(
+            datasets, tf.data.Dataset.from_tensor_slices(choices)
+        )
+
+    def teacher_forcing(rows):
+        rows = tf.cast(rows, tf.int32)
+        length = tf.shape(rows)[1] // 2
+        source_ids, target_out = rows[:, :length], rows[:, length:]
+        # [START] + y: target_out shifted right, its end id dropped.
+        shifted = target_out[:, :-1]
+        shifted = tf.where(shifted == END_ID, tf.constant(PAD_ID, tf.int32), shifted)
+        start = tf.fill(
+            tf.stack([tf.shape(rows)[0], 1]), tf.constant(START_ID, tf.int32)
+        )
+        target_in = tf.concat([start, shifted], axis=1)
+        return (
+            (_pad_rows(source_ids, replicas), _pad_rows(target_in, replicas)),
+            _pad_rows(target_out, replicas),
+        )
+
+    if epochs_from is None:
+        dataset = seeded_epoch(tf.constant(0, tf.int64))
+    else:
+        dataset = tf.data.Dataset.counter(epochs_from).flat_map(seeded_epoch)
+    dataset = dataset.map(teacher_forcing)
+    if epochs_from is None:
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(stats.batches))
+    dataset = dataset.prefetch(2)
+    # No autotuning, as in `make_batches` (its thread can hold up the
+    # deletion of an iterator `fit` leaves at the end of an epoch).
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    dataset = dataset.with_options(options)
+    if with_stats:
+        return dataset, stats
+    return dataset
