@@ -119,8 +119,8 @@ class PointwiseConv1D(keras.layers.Conv1D):
     the activation: the same weights, values and config as
     `keras.layers.Conv1D(filters, 1)`. TensorFlow's CPU convolution was the
     slowest part of a decoding step: translating test2016 took about 20%
-    longer with it (docs/benchmarks.md and its history). Positions never mix, so the Keras
-    padding mask passes through.
+    longer with it (docs/benchmarks.md and its history). Positions never
+    mix, so the Keras padding mask passes through.
     """
 
     def __init__(self, filters, kernel_size=1, **kwargs):
