@@ -505,6 +505,23 @@ def check_paths(config: Config) -> None:
     path = config.tokenizer.path
     if path is not None and not os.path.exists(path):
         raise ConfigError(f"tokenizer.path: no such tokenizer: {path!r}")
+    if d.prepared_dir is not None:
+        _check_writable_dir("data.prepared_dir", d.prepared_dir)
+
+
+def _check_writable_dir(key: str, path: str) -> None:
+    """`path` is a directory, or one can be made there (an existing one may
+    be read-only: it can hold what others prepared)."""
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ConfigError(
+            f"{key}: {path!r} is not a directory ({existing!r} is a file)"
+        )
+    made = existing != os.path.abspath(path)
+    if made and not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{key}: {path!r} cannot be made ({existing!r} is read-only)")
 
 
 def _message(error: ValidationError, raw: dict, source: str) -> str:

@@ -1,6 +1,7 @@
 """Recipes: every shipped config loads; bad keys and values are named."""
 
 import inspect
+import os
 from pathlib import Path
 
 import pytest
@@ -256,6 +257,32 @@ def test_paths_named_by_the_recipe_must_exist(tmp_path):
     )
     with pytest.raises(ConfigError, match="data.train_files: no such file: 'a.en'"):
         check_paths(config)
+
+
+def test_a_prepared_dir_that_cannot_be_one_is_refused_first(tmp_path):
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    for path, message in (
+        (a_file / "prepared", "is not a directory"),
+        (a_file, "is not a directory"),
+    ):
+        config = config_from_dict({"data": {"prepared_dir": str(path)}})
+        with pytest.raises(ConfigError, match=f"data.prepared_dir: .* {message}"):
+            check_paths(config)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        config = config_from_dict({"data": {"prepared_dir": str(locked / "new")}})
+        if os.access(locked, os.W_OK):  # root writes anyway
+            check_paths(config)
+        else:
+            with pytest.raises(ConfigError, match="cannot be made"):
+                check_paths(config)
+        # An existing read-only one can hold what others prepared.
+        check_paths(config_from_dict({"data": {"prepared_dir": str(locked)}}))
+    finally:
+        locked.chmod(0o755)
 
 
 def test_the_recipe_reference_in_the_docs_is_current():

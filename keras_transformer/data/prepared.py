@@ -49,6 +49,9 @@ CHUNK_ROWS = 4096
 """Pairs per chunk file, by default."""
 _TOKENIZE_BATCH = 4096
 _WAIT_LOG_SECONDS = 60.0
+# How long a worker waits for the chief's shards (or tokenizer) before it
+# gives up: a chief that failed writes nothing, and says why in its own log.
+WAIT_SECONDS = 3600.0
 
 
 class NoPairsError(ValueError):
@@ -293,9 +296,26 @@ def prepare_corpus(
 
 
 def _wait_for(path: str, poll_seconds: float) -> None:
+    wait_for_file(os.path.join(path, META_FILE), "prepare", poll_seconds)
+
+
+def wait_for_file(path: str, what: str, poll_seconds: float = 1.0) -> None:
+    """Waits until `path` exists, written by the chief (worker 0).
+
+    Raises:
+        TimeoutError: after `WAIT_SECONDS`, naming the file: the chief
+            failed, or writes where this worker does not read.
+    """
     start = last_log = time.monotonic()
-    logger.info("Waiting for the chief to prepare %s", path)
-    while not os.path.exists(os.path.join(path, META_FILE)):
+    logger.info("Waiting for the chief to %s %s", what, path)
+    while not os.path.exists(path):
+        now = time.monotonic()
+        if now - start > WAIT_SECONDS:
+            raise TimeoutError(
+                f"{path}: not there after {now - start:.0f} s of waiting for the "
+                f"chief to {what} it; see the chief's log (did it fail? is "
+                "data.prepared_dir shared by every worker?)"
+            )
         time.sleep(poll_seconds)
         if time.monotonic() - last_log > _WAIT_LOG_SECONDS:
             last_log = time.monotonic()

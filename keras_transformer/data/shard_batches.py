@@ -6,7 +6,7 @@ import logging
 
 import tensorflow as tf
 
-from keras_transformer.data.batching import BatchStats, _pad_rows
+from keras_transformer.data.batching import BatchStats, _log, _pad_rows
 from keras_transformer.data.prepared import PreparedCorpus
 from keras_transformer.token_ids import END_ID, PAD_ID, START_ID
 
@@ -130,14 +130,16 @@ def prepared_batches(
         bucket_lengths=lengths,
         batch_sizes=batch_sizes,
     )
-    logger.info(
-        "%s: %d pairs in %d batches per epoch (buckets %s), read from %s",
-        prepared.name,
-        stats.kept,
-        stats.batches,
-        lengths,
-        prepared.path,
-    )
+    # Every run that reads the shards says what they leave out, as
+    # `make_batches` does, not only the run that wrote them.
+    _log(stats, prepared.max_length, prepared.name)
+    if prepared.skipped_empty:
+        logger.warning(
+            "%s: the reader left out %d pairs with an empty line",
+            prepared.name,
+            prepared.skipped_empty,
+        )
+    logger.info("%s: read from %s", prepared.name, prepared.path)
     dtype = tf.dtypes.as_dtype(prepared.dtype)
 
     def bucket_epoch(b, length, size, chunks, number):

@@ -363,8 +363,10 @@ _BLOCK = 1 << 20
 
 def _read_pairs(source: str, target: str, batch_size: int):
     """Yields `(sources, targets, error)`: lines of both files in step."""
-    readers = [_Lines(source), _Lines(target)]
+    readers = []
     try:
+        readers = [_Lines(source)]
+        readers.append(_Lines(target))
         while True:
             sources, targets = (reader.take(batch_size) for reader in readers)
             if len(sources) != len(targets):

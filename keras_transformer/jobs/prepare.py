@@ -19,6 +19,8 @@ import re
 import time
 from pathlib import Path
 
+import sentencepiece as spm
+
 from keras_transformer import data
 from keras_transformer.config import Config, ConfigError, check_paths, load_config
 from keras_transformer.data.prepared import (
@@ -27,6 +29,7 @@ from keras_transformer.data.prepared import (
     PreparedCorpus,
     identity_key,
     prepare_corpus,
+    wait_for_file,
 )
 from keras_transformer.data.streams import PairStream
 from keras_transformer.data.tokenizer import MODEL_FILENAME, sample_description
@@ -88,14 +91,14 @@ def stream_tokenizer(
             "corpus": stream.identity,
             "vocab_size": t.vocab_size,
             "sample_sentences": t.sample_sentences,
+            # Another SentencePiece may train other pieces from the same text.
+            "sentencepiece": spm.__version__,
         }
     )
     directory = root / f"tokenizer-{key}"
     path = directory / MODEL_FILENAME
     if not path.exists() and not write:
-        logger.info("Waiting for the chief to train the tokenizer (%s)", path)
-        while not path.exists():
-            time.sleep(_POLL_SECONDS)
+        wait_for_file(str(path), "train the tokenizer", _POLL_SECONDS)
     if path.exists():
         logger.info("Reusing the tokenizer %s", path)
         return data.Tokenizer.load(path)

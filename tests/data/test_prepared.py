@@ -132,6 +132,13 @@ def test_the_counts_are_logged_and_kept(corpus, tmp_path, caplog):
     empty = ParallelCorpus(["5 6", " ", "7"], ["8", "9", ""])
     small = prepare(empty, tmp_path / "e", max_length=8)
     assert (small.kept, small.empty) == (1, 2)
+    # A run that reads the shards (prepared by another) says it too.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        prepared_batches(prepared, token_budget=256, seed=0)
+    assert f"dropped {stats.too_long} of 400 pairs longer than max_length=48" in (
+        caplog.text
+    )
 
 
 def test_prepared_once_then_reused(corpus, tmp_path, monkeypatch):
@@ -210,6 +217,15 @@ def test_a_worker_waits_for_the_chief(corpus, tmp_path):
     finally:
         thread.join()
     assert waited == prepare(corpus, tmp_path)
+
+
+def test_a_worker_gives_up_on_a_chief_that_writes_nothing(
+    corpus, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(prepared_module, "WAIT_SECONDS", 0.2)
+    with pytest.raises(TimeoutError, match="prepared.json: not there after .* chief"):
+        prepare(corpus, tmp_path, write=False, poll_seconds=0.05)
+    assert os.listdir(tmp_path) == []
 
 
 def test_invalid_settings(corpus, tmp_path):
