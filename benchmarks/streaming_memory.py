@@ -20,8 +20,10 @@ Usage (from the repository root; docs/benchmarks.md's measurement):
 
     .venv/bin/python benchmarks/streaming_memory.py \\
         --pairs 100000 1000000 4500000 --again --json /tmp/streaming.jsonl
-    .venv/bin/python benchmarks/streaming_memory.py --pairs 100000 1000000 \\
-        --repo ../main-before --label before --json /tmp/before.jsonl
+    git worktree add ../before bf6f351  # the code before streaming
+    .venv/bin/python benchmarks/streaming_memory.py \\
+        --pairs 100000 1000000 4500000 \\
+        --repo ../before --label before --json /tmp/before.jsonl
     .venv/bin/python benchmarks/streaming_memory.py \\
         --plot-only /tmp/streaming.jsonl --baseline /tmp/before.jsonl \\
         --plot docs/img/streaming_memory.png
