@@ -203,16 +203,7 @@ def make_batches(
             "token_budget must hold at least one sequence of max_length tokens. "
             f"Received: token_budget={token_budget}, max_length={max_length}"
         )
-    if boundaries is None:
-        bucket_lengths = default_bucket_lengths(max_length)
-    else:
-        if any(int(length) < 1 for length in boundaries):
-            raise ValueError(
-                f"Bucket lengths must be positive. Received: {list(boundaries)}"
-            )
-        bucket_lengths = tuple(
-            sorted({int(b) for b in boundaries if b < max_length} | {max_length})
-        )
+    bucket_lengths = _bucket_lengths(max_length, boundaries)
     if replicas < 1:
         raise ValueError(f"replicas must be positive. Received: {replicas}")
     batch_sizes = tuple(
@@ -358,11 +349,27 @@ def make_batches(
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(stats.batches))
     if cache and not shuffle:
         dataset = dataset.cache()
+    return _prefetched(dataset, stats, with_stats)
+
+
+def _bucket_lengths(max_length: int, boundaries: Sequence[int] | None) -> tuple:
+    """The buckets' padded lengths: `boundaries` below `max_length`, and it."""
+    if boundaries is None:
+        return default_bucket_lengths(max_length)
+    if any(int(length) < 1 for length in boundaries):
+        raise ValueError(
+            f"Bucket lengths must be positive. Received: {list(boundaries)}"
+        )
+    return tuple(sorted({int(b) for b in boundaries if b < max_length} | {max_length}))
+
+
+def _prefetched(dataset: tf.data.Dataset, stats: BatchStats, with_stats: bool):
+    """`dataset` prefetching two batches, without autotuning (and `stats`)."""
     dataset = dataset.prefetch(2)
     # No tf.data autotuning: its thread can hold up the deletion of a
     # finished iterator, which `fit` does at the end of every epoch, for
-    # seconds (14 s at one epoch end of the demo). The work here is a gather
-    # from tensors in memory, which needs no tuning.
+    # seconds (14 s at one epoch end of the demo). The work is light (a
+    # gather from tensors in memory, or reading shards), needing no tuning.
     options = tf.data.Options()
     options.autotune.enabled = False
     dataset = dataset.with_options(options)

@@ -36,7 +36,7 @@ import numpy as np
 import tensorflow as tf
 import tqdm
 
-from keras_transformer.data.batching import default_bucket_lengths
+from keras_transformer.data.batching import _bucket_lengths
 from keras_transformer.data.streams import PairStream
 from keras_transformer.token_ids import END_ID
 
@@ -265,16 +265,7 @@ def prepare_corpus(
         raise ValueError(f"max_length must be positive. Received: {max_length}")
     if chunk_rows < 1:
         raise ValueError(f"chunk_rows must be positive. Received: {chunk_rows}")
-    if boundaries is None:
-        bucket_lengths = default_bucket_lengths(max_length)
-    else:
-        if any(int(length) < 1 for length in boundaries):
-            raise ValueError(
-                f"Bucket lengths must be positive. Received: {list(boundaries)}"
-            )
-        bucket_lengths = tuple(
-            sorted({int(b) for b in boundaries if b < max_length} | {max_length})
-        )
+    bucket_lengths = _bucket_lengths(max_length, boundaries)
     identity = prepared_identity(
         stream, tokenizer, max_length, bucket_lengths, chunk_rows
     )

@@ -6,7 +6,7 @@ import logging
 
 import tensorflow as tf
 
-from keras_transformer.data.batching import BatchStats, _log, _pad_rows
+from keras_transformer.data.batching import BatchStats, _log, _pad_rows, _prefetched
 from keras_transformer.data.prepared import PreparedCorpus
 from keras_transformer.token_ids import END_ID, PAD_ID, START_ID
 
@@ -218,12 +218,4 @@ def prepared_batches(
     dataset = dataset.map(teacher_forcing)
     if epochs_from is None:
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(stats.batches))
-    dataset = dataset.prefetch(2)
-    # No autotuning, as in `make_batches` (its thread can hold up the
-    # deletion of an iterator `fit` leaves at the end of an epoch).
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    dataset = dataset.with_options(options)
-    if with_stats:
-        return dataset, stats
-    return dataset
+    return _prefetched(dataset, stats, with_stats)

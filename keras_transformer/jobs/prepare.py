@@ -14,7 +14,6 @@ workers wait for them.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ from keras_transformer.data.prepared import (
 )
 from keras_transformer.data.streams import PairStream
 from keras_transformer.data.tokenizer import MODEL_FILENAME, sample_description
-from keras_transformer.jobs.run_dir import PREPARED_DIR
+from keras_transformer.jobs.run_dir import PREPARED_DIR, missing_parents, remove_empty
 
 logger = logging.getLogger(__name__)
 
@@ -131,11 +130,11 @@ def stream_tokenizer(
         read - start,
         time.monotonic() - read,
     )
-    created = _missing_parents(directory)
+    created = missing_parents(directory)
     try:
         tokenizer.save(directory)
     except BaseException:
-        _remove_empty(created)
+        remove_empty(created)
         raise
     return tokenizer
 
@@ -152,7 +151,7 @@ def prepare_stream(
     A preparation that fails removes the directories it created, so that a
     failed start leaves the output directory as it found it.
     """
-    created = _missing_parents(root)
+    created = missing_parents(root)
     try:
         return prepare_corpus(
             stream,
@@ -163,7 +162,7 @@ def prepare_stream(
             write=write,
         )
     except BaseException:
-        _remove_empty(created)
+        remove_empty(created)
         raise
 
 
@@ -202,21 +201,3 @@ def _released(items: list):
     items.reverse()
     while items:
         yield items.pop()
-
-
-def _missing_parents(path: Path) -> list[Path]:
-    """`path` and its ancestors that do not exist, deepest first."""
-    missing = []
-    path = Path(os.path.abspath(path))
-    while not path.exists():
-        missing.append(path)
-        path = path.parent
-    return missing
-
-
-def _remove_empty(directories: list[Path]) -> None:
-    for directory in directories:
-        try:
-            directory.rmdir()
-        except OSError:
-            return

@@ -397,17 +397,13 @@ def run_lock(directory: str | Path):
         return
     if directory.exists() and not directory.is_dir():
         raise RunError(f"output_dir: {str(directory)!r} is a file, not a directory")
-    created = []
-    missing = directory
-    while not missing.exists():
-        created.append(missing)
-        missing = missing.parent
+    created = missing_parents(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / LOCK_FILE
     try:
         fd = _acquire(path, directory)
     except BaseException:
-        _remove_empty(created)
+        remove_empty(created)
         raise
     _held[key] = [fd, 1]
     try:
@@ -417,7 +413,7 @@ def run_lock(directory: str | Path):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)  # before the lock goes: see `_acquire`
         os.close(fd)
-        _remove_empty(created)
+        remove_empty(created)
 
 
 def _acquire(path: Path, directory: Path) -> int:
@@ -463,7 +459,17 @@ def _holder(fd: int) -> str:
         return "its details are not written yet"
 
 
-def _remove_empty(directories: list[Path]) -> None:
+def missing_parents(path: Path) -> list[Path]:
+    """`path` and its ancestors that do not exist, deepest first."""
+    missing = []
+    path = Path(os.path.abspath(path))
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def remove_empty(directories: list[Path]) -> None:
     """Removes those of `directories` (deepest first) that are empty."""
     for directory in directories:
         try:
