@@ -4,32 +4,23 @@ import doctest
 
 import pytest
 
-from keras_transformer.data import (
-    batching,
-    builtin,
-    corpus,
-    files,
-    multi30k,
-    prepared,
-    sampling,
-    shard_batches,
-    streams,
-    tfds_corpora,
-    tokenizer,
-)
+from keras_transformer import data
 
 MODULES = [
-    batching,
-    builtin,
-    corpus,
-    files,
-    multi30k,
-    prepared,
-    sampling,
-    shard_batches,
-    streams,
-    tfds_corpora,
-    tokenizer,
+    getattr(data, name)
+    for name in (
+        "batching",
+        "builtin",
+        "corpus",
+        "files",
+        "multi30k",
+        "prepared",
+        "sampling",
+        "shard_batches",
+        "streams",
+        "tfds_corpora",
+        "tokenizer",
+    )
 ]
 
 

@@ -139,36 +139,41 @@ def _damage_newest_state(out):
     index.write_bytes(index.read_bytes()[:100])
 
 
-@pytest.mark.slow
-def test_killed_run_resumes_exactly_from_the_command_line(tmp_path):
-    reference_recipe, reference = _recipe(tmp_path, "reference")
-    recipe, out = _recipe(tmp_path, "victim")
-    command = TRAIN
-    # The uninterrupted reference runs alongside the run to be killed.
+def _kill_damage_and_resume(reference_recipe, recipe, out, step):
+    """Trains both recipes at once, kills the second past `step`, damages
+    its newest state and reruns it to the end; returns that rerun."""
     ref = _start_training(reference_recipe)
     victim = _start_training(recipe)
     try:
-        _kill_when_past([victim], out, 40)
+        _kill_when_past([victim], out, step)
         _damage_newest_state(out)
         resumed = subprocess.run(
-            [*command, "--config", str(recipe)],
+            [*TRAIN, "--config", str(recipe)],
             env=_env(),
             capture_output=True,
             timeout=TIMEOUT,
         )
         assert resumed.returncode == 0, resumed.stderr.decode()[-3000:]
-        assert b"Skipping a damaged training state" in resumed.stderr
         assert ref.wait(timeout=TIMEOUT) == 0, ref.stderr.read().decode()[-3000:]
     finally:
         for process in (ref, victim):
             if process.poll() is None:
                 process.kill()
+    return resumed
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_exactly_from_the_command_line(tmp_path):
+    reference_recipe, reference = _recipe(tmp_path, "reference")
+    recipe, out = _recipe(tmp_path, "victim")
+    resumed = _kill_damage_and_resume(reference_recipe, recipe, out, 40)
+    assert b"Skipping a damaged training state" in resumed.stderr
     _check_resumed_like(reference, out)
 
     # Run again, finished: told so, and nothing is written.
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
     again = subprocess.run(
-        [*command, "--config", str(recipe)], env=_env(), capture_output=True
+        [*TRAIN, "--config", str(recipe)], env=_env(), capture_output=True
     )
     assert again.returncode == 0
     assert b"holds a finished run of this recipe" in again.stderr
@@ -190,23 +195,7 @@ def test_killed_run_on_prepared_shards_resumes_exactly(tmp_path):
     prepare = [sys.executable, "-m", "keras_transformer", "prepare"]
     subprocess.run([*prepare, "--config", str(recipe)], env=_env(), check=True)
     prepared = sorted(p.name for p in (tmp_path / "prepared").iterdir())
-    ref = _start_training(reference_recipe)
-    victim = _start_training(recipe)
-    try:
-        _kill_when_past([victim], out, 15)
-        _damage_newest_state(out)
-        resumed = subprocess.run(
-            [*TRAIN, "--config", str(recipe)],
-            env=_env(),
-            capture_output=True,
-            timeout=TIMEOUT,
-        )
-        assert resumed.returncode == 0, resumed.stderr.decode()[-3000:]
-        assert ref.wait(timeout=TIMEOUT) == 0, ref.stderr.read().decode()[-3000:]
-    finally:
-        for process in (ref, victim):
-            if process.poll() is None:
-                process.kill()
+    _kill_damage_and_resume(reference_recipe, recipe, out, 15)
     _check_resumed_like(reference, out)
     assert sorted(p.name for p in (tmp_path / "prepared").iterdir()) == prepared
     assert not (out / "prepared").exists()
