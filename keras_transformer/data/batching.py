@@ -320,17 +320,7 @@ def make_batches(
                     )
                 )
             )
-        # Each bucket's batches, in an order drawn from the same seed.
-        choices = tf.random.experimental.stateless_shuffle(
-            tf.repeat(
-                tf.range(len(buckets), dtype=tf.int64),
-                tf.constant(batch_counts, tf.int64),
-            ),
-            seed=tf.stack([tf.constant(seed, tf.int64) - 1, number]),
-        )
-        return tf.data.Dataset.choose_from_datasets(
-            buckets, tf.data.Dataset.from_tensor_slices(choices)
-        )
+        return _interleaved(buckets, batch_counts, seed, number)
 
     if epochs_from is None:
         dataset = epoch(seed, reshuffle=True)
@@ -376,6 +366,23 @@ def _prefetched(dataset: tf.data.Dataset, stats: BatchStats, with_stats: bool):
     if with_stats:
         return dataset, stats
     return dataset
+
+
+def _interleaved(
+    buckets: list, batch_counts: Sequence[int], seed: int, number
+) -> tf.data.Dataset:
+    """Epoch `number`'s batches: each bucket's own, in an order drawn from
+    (seed - 1, number), so that every reader of the buckets agrees on it."""
+    choices = tf.random.experimental.stateless_shuffle(
+        tf.repeat(
+            tf.range(len(buckets), dtype=tf.int64),
+            tf.constant(batch_counts, tf.int64),
+        ),
+        seed=tf.stack([tf.constant(seed, tf.int64) - 1, number]),
+    )
+    return tf.data.Dataset.choose_from_datasets(
+        buckets, tf.data.Dataset.from_tensor_slices(choices)
+    )
 
 
 def _pad_rows(ids: tf.Tensor, multiple: int) -> tf.Tensor:

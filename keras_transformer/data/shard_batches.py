@@ -6,7 +6,13 @@ import logging
 
 import tensorflow as tf
 
-from keras_transformer.data.batching import BatchStats, _log, _pad_rows, _prefetched
+from keras_transformer.data.batching import (
+    BatchStats,
+    _interleaved,
+    _log,
+    _pad_rows,
+    _prefetched,
+)
 from keras_transformer.data.prepared import PreparedCorpus
 from keras_transformer.token_ids import END_ID, PAD_ID, START_ID
 
@@ -184,16 +190,7 @@ def prepared_batches(
             bucket_epoch(b, length, size, chunks, number)
             for b, length, size, chunks in buckets
         ]
-        choices = tf.random.experimental.stateless_shuffle(
-            tf.repeat(
-                tf.range(len(datasets), dtype=tf.int64),
-                tf.constant(batch_counts, tf.int64),
-            ),
-            seed=tf.stack([tf.constant(seed, tf.int64) - 1, number]),
-        )
-        return tf.data.Dataset.choose_from_datasets(
-            datasets, tf.data.Dataset.from_tensor_slices(choices)
-        )
+        return _interleaved(datasets, batch_counts, seed, number)
 
     def teacher_forcing(rows):
         rows = tf.cast(rows, tf.int32)
