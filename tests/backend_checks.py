@@ -57,6 +57,10 @@ from keras_transformer.schedules import TransformerSchedule  # noqa: E402
 
 SOURCE = np.array([[5, 6, 7, 8, 3, 0], [9, 10, 3, 0, 0, 0]], "int32")
 TARGET = np.array([[2, 11, 12, 13, 3], [2, 14, 3, 0, 0]], "int32")
+# A second target length, so each length-dependent check runs at two.
+LONGER_TARGET = np.array(
+    [[2, 11, 12, 13, 15, 16, 17, 3], [2, 14, 18, 3, 0, 0, 0, 0]], "int32"
+)
 VOCAB = 40
 
 
@@ -97,20 +101,60 @@ def check_causality(model):
     assert np.abs(after[:, 2:] - before[:, 2:]).max() > 1e-3
 
 
-def check_cache_equals_full(model):
+def check_cache_equals_full(model, target):
     memory, source_mask = model.encode(SOURCE)
-    full = ops.convert_to_numpy(model.decode(TARGET, memory, source_mask))
-    cache = model.init_cache(memory, TARGET.shape[1])
+    full = ops.convert_to_numpy(model.decode(target, memory, source_mask))
+    cache = model.init_cache(memory, target.shape[1])
     steps = []
-    for i in range(TARGET.shape[1]):
+    for i in range(target.shape[1]):
         logits, cache = model.decode(
-            TARGET[:, i : i + 1], memory, source_mask, cache=cache, cache_index=i
+            target[:, i : i + 1], memory, source_mask, cache=cache, cache_index=i
         )
         steps.append(ops.convert_to_numpy(logits))
-    real = TARGET != 0  # Padded target positions are never decoded.
+    real = target != 0  # Padded target positions are never decoded.
     np.testing.assert_allclose(
         np.concatenate(steps, axis=1)[real], full[real], atol=1e-5
     )
+
+
+def check_lengths(model):
+    """Cached decoding equals the full pass at both target lengths, and a
+    target cut short gives the first positions' logits of the whole one."""
+    short = LONGER_TARGET[:, :5]
+    real = short != 0  # Outputs at padded positions mean nothing.
+    np.testing.assert_allclose(
+        logits_of(model, SOURCE, short)[real],
+        logits_of(model, SOURCE, LONGER_TARGET)[:, :5][real],
+        atol=1e-5,
+    )
+    for target in (TARGET, LONGER_TARGET):
+        check_cache_equals_full(model, target)
+
+
+def check_sliding_window():
+    # The layer: attention with the band |i - j| < 2 given as a mask, at two
+    # lengths; a key outside the band changes nothing.
+    window = MultiHeadAttention(num_heads=2, key_dim=4, sliding_window=2)
+    plain = MultiHeadAttention(num_heads=2, key_dim=4)
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(2, 4, 8)).astype("float32")
+    window(x, x)
+    plain(x, x)
+    plain.set_weights(window.get_weights())
+    for length in (4, 7):
+        x = rng.normal(size=(2, length, 8)).astype("float32")
+        positions = np.arange(length)
+        band = np.abs(positions[:, None] - positions[None, :]) < 2  # (T, S)
+        restricted = ops.convert_to_numpy(window(x, x))
+        masked = ops.convert_to_numpy(plain(x, x, attention_mask=band))
+        np.testing.assert_allclose(restricted, masked, atol=1e-5)
+        far = x.copy()
+        far[:, -1] += 1.0  # The last key is outside the first query's band.
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(window(x, far))[:, 0], restricted[:, 0], atol=1e-5
+        )
+    # The model: cached decoding reads the band from the cache's positions.
+    check_lengths(tiny_transformer(sliding_window=2))
 
 
 def check_attention_masks_as_in_keras():
@@ -166,8 +210,12 @@ def main(directory):
     print(f"{backend}: padding invariance")
     check_causality(model)
     print(f"{backend}: no future leakage")
-    check_cache_equals_full(model)
-    print(f"{backend}: cached decoding equals the full pass")
+    check_lengths(model)
+    print(f"{backend}: cached decoding equals the full pass, target lengths 5 and 8")
+    check_sliding_window()
+    print(f"{backend}: restricted self-attention (sliding_window), lengths 4 and 7")
+    check_lengths(tiny_transformer(learned_positions=True))
+    print(f"{backend}: learned positions, cached and full, target lengths 5 and 8")
     check_attention_masks_as_in_keras()
     print(f"{backend}: attention masks of every rank as in Keras")
     check_fit_and_save(directory)
