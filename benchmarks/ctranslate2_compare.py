@@ -1,8 +1,8 @@
 """Our `Translator` against CTranslate2 on one model: speed and quality.
 
 Given a trained model directory and a test set (source and reference
-files, `.gz` too; Multi30k test2016 by default), translates the test set in
-this process with:
+files, `.gz` too; Multi30k test2016 by default, from `--data`), translates
+the test set in this process with:
 
 - `Translator` (the tf.function search behind `keras-transformer
   translate`), with `--beam` and `--alpha` (default: the run's recipe's) and
@@ -22,7 +22,12 @@ Usage (from the repository root):
 
     .venv/bin/pip install -e ".[ctranslate2]"
     .venv/bin/python benchmarks/ctranslate2_compare.py --model runs/multi30k_en_de \\
+        --data ~/.cache/keras_transformer/multi30k \\
         --json benchmarks/results/ctranslate2.json
+
+Without `--data`, Multi30k is read from `../shared/data/multi30k` beside the
+repository if it is there (where our machines keep it), else from the
+download cache (`~/.cache/keras_transformer/multi30k`, fetched if missing).
 """
 
 from __future__ import annotations
@@ -71,6 +76,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True, help="trained model directory")
     parser.add_argument(
+        "--data",
+        default=DEFAULT_DATA if os.path.isdir(DEFAULT_DATA) else None,
+        help="Multi30k directory, for the default test set (default: <repo>/../"
+        "shared/data/multi30k if present, else the download cache)",
+    )
+    parser.add_argument(
         "--source", help="source sentences (default: Multi30k test2016 English)"
     )
     parser.add_argument(
@@ -97,6 +108,7 @@ def main() -> None:
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
 
+    from keras_transformer.data import multi30k_files
     from keras_transformer.decoding import Translator
     from keras_transformer.evaluation import score_translations
     from keras_transformer.jobs.export_ctranslate2 import (
@@ -105,9 +117,11 @@ def main() -> None:
     )
     from keras_transformer.jobs.run_dir import load_trained, search_settings
 
-    data = DEFAULT_DATA
-    sources = read(args.source or os.path.join(data, "test_2016_flickr.en.gz"))
-    references = read(args.reference or os.path.join(data, "test_2016_flickr.de.gz"))
+    source, reference = args.source, args.reference
+    if source is None or reference is None:  # Downloaded when missing.
+        english, german = multi30k_files("test_2016_flickr", args.data)
+        source, reference = source or english, reference or german
+    sources, references = read(source), read(reference)
     settings = search_settings(args.model)
     beam = args.beam or settings["beam_size"]
     alpha = settings["alpha"] if args.alpha is None else args.alpha

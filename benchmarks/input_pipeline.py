@@ -254,6 +254,7 @@ def prepared_pipeline(args, tokenizer) -> dict:
     import keras
 
     from keras_transformer.data import (
+        multi30k_files,
         prepare_corpus,
         prepared_batches,
         stream_parallel_files,
@@ -263,9 +264,7 @@ def prepared_pipeline(args, tokenizer) -> dict:
     from keras_transformer.training import transformer_optimizer
     from keras_transformer.training.distributed import build_for_fit
 
-    files = args.train_files or [
-        os.path.join(args.data_dir, f"train.{lang}.gz") for lang in ("en", "de")
-    ]
+    files = args.train_files or multi30k_files("train", args.data_dir)
     stream = stream_parallel_files(*files)
     root = tempfile.mkdtemp(prefix="input_pipeline_")
     prepared, prepare_seconds = timed(

@@ -1,5 +1,6 @@
 """The documentation site builds in strict mode: no broken link, no page left
-out of the navigation, no docstring the API reference cannot render."""
+out of the navigation, no docstring the API reference cannot render; the
+commands of the docs work from a fresh clone."""
 
 import importlib.util
 import json
@@ -87,3 +88,42 @@ def test_guides_point_docs_links_at_the_site():
     assert cells[0]["source"] == ["![a](../../img/x.svg)\n", "b"]
     assert cells[1]["source"] == "[c](../../design.md)"
     assert cells[2]["source"] == ["'](../docs/'"]
+
+
+def _commands():
+    """`(file, command)` for each line of the bash blocks of the README and
+    docs (continued lines joined), the dated history left out."""
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        if doc.name == "benchmarks_archive.md":
+            continue
+        for block in re.findall(r"```bash\n(.*?)```", doc.read_text(), re.S):
+            for command in block.replace("\\\n", " ").splitlines():
+                yield doc.name, command
+
+
+def test_commands_read_no_folder_of_our_machines():
+    """`../shared/` is beside our checkouts only: no command names it, nor
+    does anything the command line prints."""
+    commands = [(name, c) for name, c in _commands() if "../shared" in c]
+    assert commands == []
+    sources = [*(ROOT / "keras_transformer_cli").glob("*.py")]
+    sources += (ROOT / "keras_transformer").rglob("*.py")
+    assert [p.name for p in sources if "shared/data" in p.read_text()] == []
+
+
+def test_benchmark_options_in_the_docs_exist():
+    """Each option a documented command gives a script of benchmarks/ is one
+    the script defines (a section on removed code names a script that is
+    gone, and is left alone)."""
+    unknown, checked = [], set()
+    for name, command in _commands():
+        match = re.search(r"benchmarks/(\w+)\.py(.*)", command)
+        if not match or not (ROOT / "benchmarks" / f"{match[1]}.py").exists():
+            continue
+        source = (ROOT / "benchmarks" / f"{match[1]}.py").read_text()
+        for option in re.findall(r"(?<!\S)--[\w-]+", match[2].split("  #")[0]):
+            checked.add((match[1], option))
+            if f'"{option}"' not in source:
+                unknown.append((name, match[1], option))
+    assert ("ctranslate2_compare", "--data") in checked
+    assert unknown == []
