@@ -38,6 +38,10 @@ PACKAGES = {
     # the project's kind keep this wheel where pip finds it.
     "torch": ("torch==2.13.0+cpu", "sympy", "mpmath", "networkx"),
 }
+NO_CPU_TORCH = (
+    "pip finds no CPU build of torch 2.13.0 here (PyPI offers only CUDA "
+    "builds of several GB); machines of the project's kind have it"
+)
 
 
 @pytest.fixture(scope="session")
@@ -52,9 +56,6 @@ def backend_path(tmp_path_factory, request):
         timeout=600,
     )
     if backend == "torch" and "No matching distribution" in result.stderr:
-        pytest.skip(
-            "pip finds no CPU build of torch 2.13.0 here (PyPI offers only CUDA "
-            "builds of several GB); machines of the project's kind have it"
-        )
+        pytest.skip(NO_CPU_TORCH)
     assert result.returncode == 0, f"pip could not install {backend}: {result.stderr}"
     return backend, target
