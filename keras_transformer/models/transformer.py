@@ -141,6 +141,13 @@ class Transformer(keras.Model):
         self.decoder.build(hidden, hidden)
         self.built = True
 
+    def _build_on_first_use(self):
+        # `encode`, `decode` and `init_cache` may come before the first call
+        # (e.g. a search on a new model): the whole model is built at once,
+        # as `build` makes it, not one sublayer at a time.
+        if not self.built:
+            self.build()
+
     def call(self, inputs, training=None, return_attention_scores=False):
         source_ids, target_in = inputs
         encoded = self.encode(
@@ -176,6 +183,7 @@ class Transformer(keras.Model):
         Returns:
             `(memory (B, S, D), source_mask (B, S))`, plus the scores if asked.
         """
+        self._build_on_first_use()
         source_ids = _as_ids("source_ids", source_ids)
         source_mask = padding_mask(source_ids)
         x = self.embedding(source_ids)
@@ -216,6 +224,7 @@ class Transformer(keras.Model):
             `return_attention_scores`, `(logits, scores)`; with `cache`,
             `(logits, updated cache)` (not both).
         """
+        self._build_on_first_use()
         target_ids = _as_ids("target_ids", target_ids)
         x = self.embedding(target_ids)
         out = self.decoder(
@@ -235,6 +244,7 @@ class Transformer(keras.Model):
 
     def init_cache(self, memory, max_length):
         """Key/value caches for decoding up to `max_length` target positions."""
+        self._build_on_first_use()
         return self.decoder.init_cache(memory, max_length)
 
     def enable_lora(self, rank, lora_alpha=None):

@@ -68,6 +68,25 @@ def test_logits_shape_and_dtype():
     assert np.all(np.isfinite(logits))
 
 
+@pytest.mark.parametrize("first", ["encode", "init_cache"])
+def test_encode_or_a_cache_before_the_first_call(first):
+    # A search on a new model starts with `encode` (then `init_cache`,
+    # `decode`); the model is built whole then, and calls work after.
+    model = tiny_model(dropout=0.0)
+    source, target_in = toy_batch()
+    if first == "init_cache":
+        model.init_cache(np.zeros((2, 6, 16), "float32"), max_length=5)
+    memory, source_mask = model.encode(source)
+    stepwise = model.decode(target_in, memory, source_mask)
+    np.testing.assert_allclose(model((source, target_in)), stepwise, atol=ATOL)
+    called_first = tiny_model(dropout=0.0)
+    called_first((source, target_in))
+    def paths(m):
+        return [w.path.split("/", 1)[1] for w in m.weights]
+
+    assert paths(model) == paths(called_first)
+
+
 def test_save_and_load_without_custom_objects(tmp_path):
     model = compile_and_build(tiny_model())
     inputs = toy_batch()
