@@ -15,6 +15,7 @@ import sys
 
 import pytest
 import yaml
+from helpers import model_dir_with_code
 from sacrebleu.metrics import BLEU
 
 import keras_transformer_cli
@@ -321,6 +322,34 @@ def test_model_directory_errors_name_what_is_wrong(tmp_path, capsys):
     _error(capsys, ["export", "--model", str(tmp_path), "--out", "x"], "corrupt")
     assert not (tmp_path / "x").exists()
     del before
+
+
+def test_a_model_that_holds_code_is_refused_in_one_line(tmp_path, capsys):
+    marker = tmp_path / "ran"
+    model_dir = model_dir_with_code(tmp_path / "model", marker)
+    refusal = f"Not loading {model_dir / 'model.keras'}: it holds Python code"
+    # As a user runs it: one line, no traceback, the code never run.
+    result = subprocess.run(
+        [*PYTHON, "translate", "--model", str(model_dir)],
+        input="one cat\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"keras-transformer translate: error: {refusal}")
+    assert "safe mode" in lines[0] and "corrupt" not in lines[0]
+    # `evaluate` and `export` load the model the same way.
+    src = _write(tmp_path / "test.en", SOURCES)
+    ref = _write(tmp_path / "test.de", TARGETS)
+    before = _snapshot(tmp_path)
+    argv = ["--model", str(model_dir), "--source", src, "--reference", ref]
+    _error(capsys, ["evaluate", *argv], refusal)
+    argv = ["--model", str(model_dir), "--out", str(tmp_path / "exported")]
+    _error(capsys, ["export", *argv], refusal)
+    assert _snapshot(tmp_path) == before and not marker.exists()
 
 
 def test_the_executable_is_the_entry_package():
