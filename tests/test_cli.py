@@ -10,6 +10,9 @@ import gzip
 import json
 import os
 import pathlib
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 
@@ -550,6 +553,44 @@ def test_a_translator_signed_elsewhere_is_not_loaded(trained, tmp_path):
     assert "Not loading" in elsewhere.stderr and "another key" in elsewhere.stderr
     # Built from model.keras instead: the same translation.
     assert elsewhere.stdout == here.stdout and here.stdout.strip()
+
+
+@pytest.mark.slow
+def test_the_export_a_refused_translator_suggests_makes_one_that_loads(
+    trained, tmp_path
+):
+    _, out, _ = trained
+    copy = tmp_path / "their run"  # (a space: the printed command quotes it)
+    shutil.copytree(out, copy)
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+
+    def translate():
+        return subprocess.run(
+            [*PYTHON, "translate", "--model", str(copy), "--beam", "1"],
+            input="one cat\n",
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+
+    refused = translate()  # signed with the key of the run's own machine
+    assert refused.returncode == 0 and "another key" in refused.stderr
+    suggested = re.search(
+        r"\((keras-transformer export .*) makes one this machine trusts\)",
+        refused.stderr,
+    )
+    assert suggested, refused.stderr
+    argv = shlex.split(suggested[1])
+    assert argv[0] == "keras-transformer"
+    exported = subprocess.run(
+        [*PYTHON, *argv[1:]], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert exported.returncode == 0, exported.stderr
+    loaded = translate()
+    assert loaded.returncode == 0, loaded.stderr
+    assert "Not loading" not in loaded.stderr and "Not using" not in loaded.stderr
+    assert loaded.stdout == refused.stdout and loaded.stdout.strip()
 
 
 @pytest.mark.slow
