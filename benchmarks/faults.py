@@ -17,15 +17,21 @@ directory, and is classified by what it did:
 - LITTER: a failed command left new files behind.
 - LOSS: a file the command did not write changed or vanished, or saved
   work was lost.
-- SILENT: status 0 with a wrong result (a NaN run marked finished).
+- SILENT: status 0 with a wrong result (a NaN run marked finished, the
+  code of a model or of a translator that was refused run).
 
 A case passes when its class is the one it expects; the suite prints one
-line per case and the count per class (docs/training.md quotes them), and
-exits with status 1 if any case differs. About 5 minutes on 2 CPU cores.
+line per case and the count per class, and exits with status 1 if any case
+differs. With `--markdown` it prints them as the tables of docs/training.md
+(each case, what it does, its expected and its observed class; the count
+per class), the lines per case going to stderr; `--list` prints the cases
+and their expected classes without running them. About 5 minutes on 2 CPU
+cores.
 
 Usage (from the repository root):
 
     .venv/bin/python benchmarks/faults.py [--only NAME ...] [--keep DIR]
+        [--markdown | --list]
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ import gzip
 import hashlib
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -52,6 +60,9 @@ SOURCES = ["one cat", "two cats", "three dogs", "a dog", "four birds", "one bird
 TARGETS = ["eine Katze", "zwei Katzen", "drei Hunde", "ein Hund", "vier Vögel"]
 TARGETS.append("ein Vogel")
 TIMEOUT = 300
+CLASSES = ["OK", "ERROR", "INTERRUPTED", "RESUMED"]
+CLASSES += ["VAGUE", "CRASH", "LITTER", "LOSS", "SILENT"]
+DEMO = ["demo", "--minutes", "0.02"]  # a step or two, then 1000 test sentences
 
 
 class Workspace:
@@ -134,6 +145,15 @@ class Workspace:
 
     def copy_run(self, name: str) -> str:
         shutil.copytree(self.root / "finished", self.root / name)
+        return name
+
+    def finished_demo(self, name: str) -> str:
+        """A finished demo in `name`: the one demo run, copied."""
+        if not (self.root / "demo" / "summary.json").exists():
+            result = self.run(*DEMO, "--output", "demo")
+            if result.returncode:
+                raise RuntimeError(f"the demo failed: {result.stderr[-500:]}")
+        shutil.copytree(self.root / "demo", self.root / name)
         return name
 
 
@@ -285,22 +305,49 @@ def second_process_then_ctrl_c(ws, argv):
         after = {k: v for k, v in after.items() if not k.startswith("long")}
         named = f"in use by another process (pid {first.pid} "
         lock_class = error_class(second, "train", [named], before, after)
-        first.send_signal(signal.SIGINT)
-        code = first.wait(timeout=TIMEOUT)
-        lines = first.stderr.read().strip().splitlines()
+        stopped = _stop_and_rerun(ws, long, "long", first, signal.SIGINT)
     finally:
         if first.poll() is None:
             first.kill()
-    stopped = _newest_step(checkpoints)
-    interrupt_class = (
-        "INTERRUPTED"
-        if code == 130 and "run the same command again to resume" in lines[-1]
-        else "CRASH"
-    )
+    return [(lock_class, (second.stderr.strip().splitlines() or [""])[-1]), *stopped]
+
+
+def signal_then_rerun(number):
+    def case(ws, argv):
+        """A run in training stopped by signal `number`; a rerun."""
+        name = signal.Signals(number).name.lower()
+        recipe = ws.recipe(f"{name}.yaml", name, training={"steps": 100_000})
+        process = ws.start("train", "--config", recipe, "--no-evaluate")
+        try:
+            checkpoints = ws.root / name / "checkpoints"
+            _wait_for(lambda: _newest_step(checkpoints) >= 2, process, "checkpoint")
+            return _stop_and_rerun(ws, recipe, name, process, number)
+        finally:
+            if process.poll() is None:
+                process.kill()
+
+    return case
+
+
+def _stop_and_rerun(ws, recipe, run, process, number):
+    """Signal `number` to the `process` training `run`, then the same
+    command, 2 steps further: the two rows' `(class, detail)`."""
+    process.send_signal(number)
+    code = process.wait(timeout=TIMEOUT)
+    err = process.stderr.read()
+    last = (err.strip().splitlines() or [""])[-1]
+    stopped = _newest_step(ws.root / run / "checkpoints")
+    said = f"keras-transformer train: {signal.Signals(number).name} at step {stopped}:"
+    if "Traceback" in err:
+        stop_class = "CRASH"
+    elif code == 130 and last.startswith(said) and "the same command again" in last:
+        stop_class = "INTERRUPTED"
+    else:
+        stop_class = "VAGUE"
     rerun = ws.run(
-        "train", "--config", long, "--no-evaluate", "--steps", str(stopped + 2)
+        "train", "--config", recipe, "--no-evaluate", "--steps", str(stopped + 2)
     )
-    summary = ws.summary("long")
+    summary = ws.summary(run)
     resumed = (
         "RESUMED"
         if rerun.returncode == 0
@@ -308,21 +355,7 @@ def second_process_then_ctrl_c(ws, argv):
         and summary.get("resumed_from_step") == stopped
         else "LOSS"
     )
-    return [
-        (
-            "second_process",
-            "ERROR",
-            lock_class,
-            (second.stderr.strip().splitlines() or [""])[-1],
-        ),
-        (
-            "sigint_in_training",
-            "INTERRUPTED",
-            interrupt_class,
-            lines[-1] if lines else "",
-        ),
-        ("rerun_after_sigint", "RESUMED", resumed, f"from step {stopped}"),
-    ]
+    return [(stop_class, last), (resumed, f"from step {stopped}")]
 
 
 def kill_9_and_damage(ws, argv):
@@ -410,68 +443,279 @@ def translate_ctrl_c(ws, argv):
     return "VAGUE", f"status {code}: {lines[-1:]}"
 
 
+# Translators and models from elsewhere.
+
+INPUT = "".join(f"{source}\n" for source in SOURCES)
+
+
+def _keras():
+    """Keras, with the model's classes registered (TensorFlow's start-up
+    lines kept off the suite's stderr)."""
+    with _quiet_stderr():
+        import keras
+
+        import keras_transformer.models  # noqa: F401
+
+    return keras
+
+
+def _retrain(model_file: Path) -> None:
+    """`model_file` saved again with other weights, as more training does."""
+    import numpy as np
+
+    keras = _keras()
+    model = keras.models.load_model(model_file, compile=False)
+    noise = np.random.default_rng(0)
+    model.set_weights(
+        [w + 0.5 * noise.standard_normal(w.shape) for w in model.get_weights()]
+    )
+    model.save(model_file)
+
+
+def _foreign_translator(directory: Path, marker: Path) -> None:
+    """A SavedModel with the exported translator's interface and version,
+    made by someone else: each translation writes `marker` and says FOREIGN.
+    """
+    with _quiet_stderr():
+        import tensorflow as tf
+
+        from keras_transformer import __version__
+
+    class Foreign(tf.Module):
+        @tf.function(input_signature=[])
+        def settings(self):
+            return {
+                "version": tf.constant(__version__),
+                "max_length": tf.constant(0),
+                "source_limit": tf.constant(63),
+            }
+
+        @tf.function(
+            input_signature=[
+                tf.TensorSpec([None], tf.string),
+                tf.TensorSpec([], tf.int32),
+                tf.TensorSpec([], tf.float32),
+            ]
+        )
+        def translate(self, sentences, beam_size, alpha):
+            with tf.control_dependencies([tf.io.write_file(str(marker), "ran")]):
+                count = tf.shape(sentences)[0]
+            return {
+                "translations": tf.fill([count], "FOREIGN"),
+                "truncated": tf.zeros([count], tf.bool),
+            }
+
+    tf.saved_model.save(Foreign(), str(directory))
+
+
+def _sign_elsewhere(model_dir: Path) -> None:
+    """Signs `model_dir`'s translator with another account's key."""
+    from keras_transformer.jobs import trust
+
+    elsewhere = tempfile.mkdtemp(prefix="faults-elsewhere-")
+    saved = os.environ.get("XDG_CONFIG_HOME")
+    os.environ["XDG_CONFIG_HOME"] = elsewhere
+    try:
+        trust.sign_translator(model_dir / "translator", *trust.model_files(model_dir))
+    finally:
+        if saved is None:
+            del os.environ["XDG_CONFIG_HOME"]
+        else:
+            os.environ["XDG_CONFIG_HOME"] = saved
+        shutil.rmtree(elsewhere, ignore_errors=True)
+
+
+def _translated_without(result, reason: str, before: dict, after: dict, marker=None):
+    """The class of a `translate` that must pass over its translator/
+    (saying `reason`) and translate with model.keras."""
+    out = result.stdout.splitlines()
+    if (marker is not None and marker.exists()) or "FOREIGN" in result.stdout:
+        return "SILENT", "the refused translator ran"
+    if {k for k in before if after.get(k) != before[k]}:
+        return "LOSS", "files changed"
+    if "Traceback" in result.stderr:
+        return "CRASH", result.stderr.strip()[-300:]
+    if result.returncode or len(out) != len(SOURCES):
+        return "CRASH", (result.stderr.strip().splitlines() or [""])[-1]
+    said = [line for line in result.stderr.splitlines() if "Not loading" in line]
+    if len(said) != 1 or reason not in said[0]:
+        return "VAGUE", (result.stderr.strip().splitlines() or [""])[-1]
+    return "OK", said[0]
+
+
+def stale_translator(ws, argv):
+    """model.keras changed after the export; then the export it suggests."""
+    run = ws.copy_run("stale")
+    _retrain(ws.root / run / "model.keras")
+    before = ws.files()
+    first = ws.run(*argv, stdin=INPUT)
+    stale = _translated_without(first, "it is stale", before, ws.files())
+    suggested = re.search(r"\((keras-transformer export .*) makes one", first.stderr)
+    if suggested is None:
+        return [stale, ("VAGUE", "no command suggested")]
+    exported = ws.run(*shlex.split(suggested[1])[1:])  # as printed
+    second = ws.run(*argv, stdin=INPUT)
+    if exported.returncode or second.returncode:
+        again = ("CRASH", ((exported.stderr + second.stderr).strip()[-300:]))
+    elif "Not loading" in second.stderr or "Not using" in second.stderr:
+        again = ("VAGUE", "the new translator was passed over too")
+    elif second.stdout != first.stdout:
+        again = ("SILENT", "the new translator translates otherwise")
+    else:
+        again = ("OK", f"{suggested[1]}: the same translations")
+    return [stale, again]
+
+
+def foreign_translator(signed_elsewhere: bool):
+    def case(ws, argv):
+        """translator/ made elsewhere: it must not run."""
+        run = argv[argv.index("--model") + 1]
+        ws.copy_run(run)
+        shutil.rmtree(ws.root / run / "translator")
+        marker = ws.root / f"{run}_ran"
+        _foreign_translator(ws.root / run / "translator", marker)
+        if signed_elsewhere:
+            _sign_elsewhere(ws.root / run)
+        reason = "another key" if signed_elsewhere else "no signature"
+        before = ws.files()
+        result = ws.run(*argv, stdin=INPUT)
+        return _translated_without(result, reason, before, ws.files(), marker)
+
+    return case
+
+
+def _model_with_code(model_file: Path, marker: Path) -> None:
+    """A model.keras whose `Lambda` layer writes `marker` when it runs."""
+    keras = _keras()
+    inputs = keras.Input((None,), dtype="int32")
+    path = str(marker)
+    code = keras.layers.Lambda(lambda x: (open(path, "w").write("ran"), x)[1])
+    model = keras.Model(inputs, code(inputs))
+    marker.unlink()  # (written when the model was built)
+    model.save(model_file)
+
+
+def model_holding_code(ws):
+    """A run whose model.keras was replaced by one that holds code."""
+    ws.copy_run("coded")
+    shutil.rmtree(ws.root / "coded" / "translator")
+    (ws.root / "coded" / "model.keras").unlink()
+    _model_with_code(ws.root / "coded" / "model.keras", ws.root / "coded_ran")
+
+
+# The demo.
+
+
+def demo_overwrite_beside_foreign_files(ws, argv):
+    ws.finished_demo("demo_beside")
+    _write(ws, "demo_beside/notes.txt", "my notes")
+    return expect_error("demo", "no run wrote (notes.txt)")(ws, argv)
+
+
+def demo_overwrite_finished(ws, argv):
+    """`demo --overwrite` on a finished demo: it starts over."""
+    run = ws.finished_demo("demo_again")
+    before = {k: v for k, v in ws.files().items() if not k.startswith(run)}
+    files = ws.files().items()
+    logs = {k for k, v in files if k.startswith(f"{run}/logs/") and v != "dir"}
+    result = ws.run(*argv)
+    after = {k: v for k, v in ws.files().items() if not k.startswith(run)}
+    summary = ws.summary(run)
+    if after != before:
+        return "LOSS", "files beside the demo changed"
+    if result.returncode or "Traceback" in result.stderr:
+        return "CRASH", result.stderr.strip()[-300:]
+    written = ["test.en", "test.de", "cross_attention.png", "model.keras"]
+    if not all((ws.root / run / name).exists() for name in written):
+        return "LOSS", "a file of the demo is missing"
+    if not summary.get("finished") or summary.get("resumed_from_step") != 0:
+        return "SILENT", "not a new demo"
+    if summary.get("demo") is None or "extended" in summary:
+        return "SILENT", "not a new demo"
+    if logs & set(ws.files()):
+        return "SILENT", "the first demo's logs are there: not started over"
+    return "OK", f"a new demo: {summary['steps']} steps, test scored again"
+
+
+def one(name, expected, what, function, argv):
+    """A case of one row."""
+    return [(name, expected, what)], function, argv
+
+
 def cases(ws: Workspace) -> list:
-    """`(name, expected, function, argv)`."""
+    """`(rows, function, argv)`: each row `(name, expected class, what the
+    case does)`; `function(ws, argv)` returns the `(class, detail)` of its
+    one row, or a list of them, one per row."""
     r = ws.recipe
     return [
         # Recipes: refused before anything is written.
-        (
+        one(
             "missing_recipe",
             "ERROR",
+            "`train --config` names no file",
             expect_error("train", "nope.yaml"),
             ["train", "--config", "nope.yaml"],
         ),
-        (
+        one(
             "yaml_syntax",
             "ERROR",
+            "a recipe that is not YAML",
             expect_error("train", "bad.yaml, line 3: expected"),
             ["train", "--config", "bad.yaml"],
         ),
-        (
+        one(
             "duplicate_key",
             "ERROR",
+            "a recipe that sets `training.steps` twice",
             expect_error("train", "duplicate key training.steps"),
             ["train", "--config", "twice.yaml"],
         ),
-        (
+        one(
             "unknown_key",
             "ERROR",
+            "a misspelt key, `training.stepz`",
             expect_error("train", "did you mean training.steps"),
             ["train", "--config", "typo.yaml"],
         ),
-        (
+        one(
             "renamed_key",
             "ERROR",
+            "a key renamed since, `evaluation.batch_size`",
             expect_error("train", "evaluation.batch_tokens"),
             ["train", "--config", "renamed.yaml"],
         ),
-        (
+        one(
             "lr_scale_inf",
             "ERROR",
+            "`training.lr_scale: .inf`",
             expect_error("train", "training.lr_scale: inf"),
             ["train", "--config", r("inf.yaml", training={"lr_scale": float("inf")})],
         ),
-        (
+        one(
             "lr_scale_nan",
             "ERROR",
+            "`training.lr_scale: .nan`",
             expect_error("train", "training.lr_scale: nan"),
             ["train", "--config", r("nan.yaml", training={"lr_scale": float("nan")})],
         ),
-        (
+        one(
             "minutes_flag_inf",
             "ERROR",
+            "`train --minutes inf`",
             expect_error("train", "--minutes"),
             ["train", "--config", "recipe.yaml", "--minutes", "inf"],
         ),
-        (
+        one(
             "vocab_size_below_schema",
             "ERROR",
+            "`tokenizer.vocab_size: 10`, below the smallest allowed",
             expect_error("train", "tokenizer.vocab_size: 10"),
             ["train", "--config", r("v10.yaml", "v10", tokenizer={"vocab_size": 10})],
         ),
-        (
+        one(
             "vocab_size_below_corpus",
             "ERROR",
+            "`tokenizer.vocab_size: 270`, too few for the corpus",
             expect_error("train", "tokenizer.vocab_size: 270"),
             [
                 "train",
@@ -479,15 +723,17 @@ def cases(ws: Workspace) -> list:
                 r("v270.yaml", "v270", tokenizer={"vocab_size": 270}),
             ],
         ),
-        (
+        one(
             "corrected_recipe_after_a_failed_start",
             "OK",
+            "the same output directory, the vocabulary size corrected",
             corrected_after_failed_start,
             ["train", "--config", r("v300.yaml", "v270"), "--no-evaluate"],
         ),
-        (
+        one(
             "missing_data_file",
             "ERROR",
+            "`data.train_files` names no file",
             expect_error("train", "data.train_files: no such file"),
             [
                 "train",
@@ -495,9 +741,10 @@ def cases(ws: Workspace) -> list:
                 r("nofile.yaml", data={"train_files": ["nope.en", "nope.de"]}),
             ],
         ),
-        (
+        one(
             "empty_train_files",
             "ERROR",
+            "empty training files",
             empty_train_files,
             [
                 "train",
@@ -510,27 +757,31 @@ def cases(ws: Workspace) -> list:
             ],
         ),
         # Output directories.
-        (
+        one(
             "output_is_a_file",
             "ERROR",
+            "`output_dir` is a file",
             output_is_a_file,
             ["train", "--config", r("file.yaml", "a_file")],
         ),
-        (
+        one(
             "directory_of_other_files",
             "ERROR",
+            "`output_dir` holds the user's files",
             foreign_dir,
             ["train", "--config", r("mine.yaml", "mine")],
         ),
-        (
+        one(
             "overwrite_beside_foreign_files",
             "ERROR",
+            "`--overwrite` on a run beside a file of the user's",
             overwrite_beside_foreign,
             ["train", "--config", r("beside.yaml", "beside"), "--overwrite"],
         ),
-        (
+        one(
             "run_of_another_recipe",
             "ERROR",
+            "a finished run, and a recipe with another `warmup_steps`",
             expect_error("train", "another recipe", "warmup_steps"),
             [
                 "train",
@@ -538,15 +789,17 @@ def cases(ws: Workspace) -> list:
                 r("other.yaml", "finished", training={"warmup_steps": 11}),
             ],
         ),
-        (
+        one(
             "finished_run_again",
             "OK",
+            "the same command on a finished run: nothing written",
             expect_unchanged_ok,
             ["train", "--config", r("finished.yaml", "finished")],
         ),
-        (
+        one(
             "finished_run_by_absolute_path",
             "OK",
+            "the same, `--output` an absolute path with a trailing `/`",
             expect_unchanged_ok,
             [
                 "train",
@@ -556,9 +809,10 @@ def cases(ws: Workspace) -> list:
                 f"{ws.root / 'finished'}/",
             ],
         ),
-        (
+        one(
             "moved_run_trained_on",
             "RESUMED",
+            "a finished run, moved, trained 2 steps further",
             moved_run,
             [
                 "train",
@@ -569,9 +823,10 @@ def cases(ws: Workspace) -> list:
                 "--no-evaluate",
             ],
         ),
-        (
+        one(
             "overwrite_own_run",
             "OK",
+            "`--overwrite` on a finished run: trained anew",
             overwrite_own_run,
             [
                 "train",
@@ -581,18 +836,42 @@ def cases(ws: Workspace) -> list:
                 "--no-evaluate",
             ],
         ),
-        (
+        one(
             "overwrite_run_of_earlier_version",
             "OK",
+            "`--overwrite` on a run without `run.json` (earlier versions)",
             overwrite_run_of_earlier_version,
             ["train", "--config", r("earlier.yaml", "earlier"), "--overwrite"],
         ),
         # Processes.
-        ("second_process+sigint+rerun", None, second_process_then_ctrl_c, []),
-        ("kill_9_damaged_newest_state", "RESUMED", kill_9_and_damage, []),
         (
+            [
+                ("second_process", "ERROR", "`train` on a run another is training"),
+                ("sigint_in_training", "INTERRUPTED", "Ctrl-C (SIGINT) in training"),
+                ("rerun_after_sigint", "RESUMED", "the same command again"),
+            ],
+            second_process_then_ctrl_c,
+            [],
+        ),
+        (
+            [
+                ("sigterm_in_training", "INTERRUPTED", "SIGTERM in training"),
+                ("rerun_after_sigterm", "RESUMED", "the same command again"),
+            ],
+            signal_then_rerun(signal.SIGTERM),
+            [],
+        ),
+        one(
+            "kill_9_damaged_newest_state",
+            "RESUMED",
+            "`kill -9` in training, the newest state truncated, a rerun",
+            kill_9_and_damage,
+            [],
+        ),
+        one(
             "loss_becomes_nan",
             "ERROR",
+            "`lr_scale: 1e30`: the loss becomes NaN",
             diverging,
             [
                 "train",
@@ -602,9 +881,10 @@ def cases(ws: Workspace) -> list:
             ],
         ),
         # Using a model.
-        (
+        one(
             "model_recipe_is_a_list",
             "ERROR",
+            "`translate` a model whose `config.yaml` is a list",
             expect_error(
                 "translate",
                 "listed/config.yaml",
@@ -613,9 +893,10 @@ def cases(ws: Workspace) -> list:
             ),
             ["translate", "--model", "listed"],
         ),
-        (
+        one(
             "model_beam_size_abc",
             "ERROR",
+            "`evaluate` a model whose recipe says `beam_size: abc`",
             expect_error(
                 "evaluate",
                 "evaluation.beam_size: 'abc'",
@@ -631,21 +912,66 @@ def cases(ws: Workspace) -> list:
                 "test.de",
             ],
         ),
-        (
+        one(
             "translate_missing_model",
             "ERROR",
+            "`translate --model` names no directory",
             expect_error("translate", "nowhere"),
             ["translate", "--model", "nowhere"],
         ),
-        (
+        one(
             "alpha_flag_inf",
             "ERROR",
+            "`translate --alpha inf`",
             expect_error("translate", "--alpha"),
             ["translate", "--model", "finished", "--alpha", "inf"],
         ),
+        one(
+            "model_holds_code",
+            "ERROR",
+            "`translate` a model.keras holding a `Lambda`: its code never runs",
+            expect_error(
+                "translate",
+                "coded/model.keras",
+                "Keras's safe mode does not run",
+                setup=model_holding_code,
+            ),
+            ["translate", "--model", "coded"],
+        ),
         (
+            [
+                (
+                    "stale_translator",
+                    "OK",
+                    "model.keras changed after the export: passed over",
+                ),
+                (
+                    "stale_translator_exported_again",
+                    "OK",
+                    "the `export` that message prints, then `translate`",
+                ),
+            ],
+            stale_translator,
+            ["translate", "--model", "stale", "--beam", "1"],
+        ),
+        one(
+            "foreign_translator_unsigned",
+            "OK",
+            "a translator/ made elsewhere, unsigned: never run",
+            foreign_translator(signed_elsewhere=False),
+            ["translate", "--model", "unsigned", "--beam", "1"],
+        ),
+        one(
+            "foreign_translator_signed_elsewhere",
+            "OK",
+            "the same, signed with another account's key: never run",
+            foreign_translator(signed_elsewhere=True),
+            ["translate", "--model", "elsewhere", "--beam", "1"],
+        ),
+        one(
             "evaluate_empty_files",
             "ERROR",
+            "`evaluate` on empty files",
             expect_error("evaluate", "no sentence pairs"),
             [
                 "evaluate",
@@ -657,9 +983,10 @@ def cases(ws: Workspace) -> list:
                 "empty.de",
             ],
         ),
-        (
+        one(
             "evaluate_unaligned_files",
             "ERROR",
+            "`evaluate` on files of 6 and 1 lines",
             expect_error("evaluate", "same number of lines"),
             [
                 "evaluate",
@@ -671,29 +998,48 @@ def cases(ws: Workspace) -> list:
                 "short.de",
             ],
         ),
-        (
+        one(
             "export_out_dot",
             "ERROR",
+            "`export --out . --overwrite`",
             expect_error("export", "--out: '.'"),
             ["export", "--model", "finished", "--out", ".", "--overwrite"],
         ),
-        (
+        one(
             "export_into_other_files",
             "ERROR",
+            "`export --out` a run directory",
             expect_error("export", "not a SavedModel"),
             ["export", "--model", "finished", "--out", "finished"],
         ),
-        (
+        one(
             "export_trailing_slash",
             "OK",
+            "`export --out exported/`",
             expect_unchanged_ok_export,
             ["export", "--model", "finished", "--out", "exported/"],
         ),
-        (
+        one(
             "translate_ctrl_c",
             "INTERRUPTED",
+            "Ctrl-C while `translate` reads its input",
             translate_ctrl_c,
             ["translate", "--model", "finished"],
+        ),
+        # The demo.
+        one(
+            "demo_overwrite_beside_foreign_files",
+            "ERROR",
+            "`demo --overwrite` on a demo beside a file of the user's",
+            demo_overwrite_beside_foreign_files,
+            [*DEMO, "--output", "demo_beside", "--overwrite"],
+        ),
+        one(
+            "demo_overwrite_finished_demo",
+            "OK",
+            "`demo --overwrite` on a finished demo: started over",
+            demo_overwrite_finished,
+            [*DEMO, "--output", "demo_again", "--overwrite"],
         ),
     ]
 
@@ -713,10 +1059,32 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", nargs="*", help="run only these cases")
     parser.add_argument("--keep", help="work in this (new) directory and keep it")
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--markdown", action="store_true", help="print the results as tables"
+    )
+    shown.add_argument("--list", action="store_true", help="print the cases, run none")
     args = parser.parse_args()
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="faults-"))
     root.mkdir(parents=True, exist_ok=True)
+    try:
+        return run_suite(root, args)
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def run_suite(root: Path, args) -> int:
     ws = Workspace(root)
+    chosen = [
+        case
+        for case in cases(ws)
+        if not args.only or {row[0] for row in case[0]} & set(args.only)
+    ]
+    if args.list:
+        print(markdown([(*row, None) for case in chosen for row in case[0]]))
+        return 0
+    progress = sys.stderr if args.markdown else sys.stdout
     _write(ws, "bad.yaml", "training:\n  steps: [\n")
     _write(ws, "twice.yaml", "training:\n  steps: 3\n  steps: 5\n")
     _write(ws, "typo.yaml", "training: {stepz: 3}\n")
@@ -730,34 +1098,57 @@ def main() -> int:
     if trained.returncode:
         print(trained.stderr[-3000:], file=sys.stderr)
         return 1
-    print(f"(a finished run to work on: {time.monotonic() - started:.0f} s)")
+    print(
+        f"(a finished run to work on: {time.monotonic() - started:.0f} s)",
+        file=progress,
+    )
     results = []
-    for name, expected, function, argv in cases(ws):
-        if args.only and name not in args.only:
-            continue
+    for rows, function, argv in chosen:
         start = time.monotonic()
         try:
             outcome = function(ws, argv)
         except Exception as error:  # noqa: BLE001 - the suite reports it
-            outcome = ("CRASH", f"{type(error).__name__}: {error}")
-        rows = outcome if isinstance(outcome, list) else [(name, expected, *outcome)]
-        for row_name, row_expected, observed, detail in rows:
-            mark = "ok  " if observed == row_expected else "FAIL"
+            outcome = [("CRASH", f"{type(error).__name__}: {error}")] * len(rows)
+        if not isinstance(outcome, list):
+            outcome = [outcome]
+        for (name, expected, what), (observed, detail) in zip(
+            rows, outcome, strict=True
+        ):
+            mark = "ok  " if observed == expected else "FAIL"
             print(
-                f"{mark} {row_name:38s} {row_expected:11s} {observed:11s} "
+                f"{mark} {name:38s} {expected:11s} {observed:11s} "
                 f"{time.monotonic() - start:5.0f} s  {detail[:150]}",
+                file=progress,
                 flush=True,
             )
-            results.append((row_name, row_expected, observed))
-    counts = collections.Counter(observed for _, _, observed in results)
-    classes = ["OK", "ERROR", "INTERRUPTED", "RESUMED"]
-    classes += ["VAGUE", "CRASH", "LITTER", "LOSS", "SILENT"]
-    print(", ".join(f"{counts.get(c, 0)} {c}" for c in classes))
-    failed = [name for name, expected, observed in results if observed != expected]
-    print(f"{len(results) - len(failed)} of {len(results)} cases as expected")
-    if not args.keep:
-        shutil.rmtree(root, ignore_errors=True)
+            results.append((name, expected, what, observed))
+    counts = collections.Counter(observed for *_, observed in results)
+    failed = [row for row in results if row[3] != row[1]]
+    summary = f"{len(results) - len(failed)} of {len(results)} cases as expected"
+    minutes = (time.monotonic() - started) / 60
+    if args.markdown:
+        print(markdown(results))
+        print()
+        print("| " + " | ".join(CLASSES) + " |")
+        print("|" + "---|" * len(CLASSES))
+        print("| " + " | ".join(str(counts.get(c, 0)) for c in CLASSES) + " |")
+        print(f"\n{summary} ({minutes:.0f} minutes).")
+    else:
+        print(", ".join(f"{counts.get(c, 0)} {c}" for c in CLASSES))
+        print(f"{summary} ({minutes:.0f} minutes)")
     return 1 if failed else 0
+
+
+def markdown(rows) -> str:
+    """The table of `(name, expected, what, observed)` rows (observed
+    `None`: not run, no column)."""
+    ran = any(row[3] is not None for row in rows)
+    head = "| case | what it does | expected |" + (" observed |" if ran else "")
+    lines = [head, "|---|---|---|" + ("---|" if ran else "")]
+    for name, expected, what, observed in rows:
+        line = f"| `{name}` | {what} | {expected} |"
+        lines.append(line + (f" {observed} |" if ran else ""))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -149,3 +149,26 @@ def mirrored_strategy(devices):
         [d.name for d in devices],
         cross_device_ops=tf.distribute.ReductionToOneDevice(),
     )
+
+
+def model_dir_with_code(directory, marker):
+    """A model directory whose `model.keras` holds a Python lambda.
+
+    The lambda (a `keras.layers.Lambda` layer's function) writes "ran" to
+    `marker` whenever it is called, as loading the model outside Keras's
+    safe mode does: `marker` tells whether the file's code ran. The
+    directory has a tokenizer folder too, so only the model can stop a load.
+
+    Returns:
+        `directory`, created.
+    """
+    from pathlib import Path
+
+    directory, marker = Path(directory), str(marker)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "tokenizer").mkdir(exist_ok=True)
+    inputs = keras.Input((None,), dtype="int32")
+    ran = keras.layers.Lambda(lambda x: (open(marker, "w").write("ran"), x)[1])
+    keras.Model(inputs, ran(inputs)).save(directory / "model.keras")
+    Path(marker).unlink()  # (written when the model was built)
+    return directory

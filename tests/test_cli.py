@@ -10,11 +10,15 @@ import gzip
 import json
 import os
 import pathlib
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 
 import pytest
 import yaml
+from helpers import model_dir_with_code
 from sacrebleu.metrics import BLEU
 
 import keras_transformer_cli
@@ -323,6 +327,34 @@ def test_model_directory_errors_name_what_is_wrong(tmp_path, capsys):
     del before
 
 
+def test_a_model_that_holds_code_is_refused_in_one_line(tmp_path, capsys):
+    marker = tmp_path / "ran"
+    model_dir = model_dir_with_code(tmp_path / "model", marker)
+    refusal = f"Not loading {model_dir / 'model.keras'}: it holds Python code"
+    # As a user runs it: one line, no traceback, the code never run.
+    result = subprocess.run(
+        [*PYTHON, "translate", "--model", str(model_dir)],
+        input="one cat\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"keras-transformer translate: error: {refusal}")
+    assert "safe mode" in lines[0] and "corrupt" not in lines[0]
+    # `evaluate` and `export` load the model the same way.
+    src = _write(tmp_path / "test.en", SOURCES)
+    ref = _write(tmp_path / "test.de", TARGETS)
+    before = _snapshot(tmp_path)
+    argv = ["--model", str(model_dir), "--source", src, "--reference", ref]
+    _error(capsys, ["evaluate", *argv], refusal)
+    argv = ["--model", str(model_dir), "--out", str(tmp_path / "exported")]
+    _error(capsys, ["export", *argv], refusal)
+    assert _snapshot(tmp_path) == before and not marker.exists()
+
+
 def test_the_executable_is_the_entry_package():
     setup = configparser.ConfigParser()
     setup.read(SETUP_CFG)
@@ -521,6 +553,44 @@ def test_a_translator_signed_elsewhere_is_not_loaded(trained, tmp_path):
     assert "Not loading" in elsewhere.stderr and "another key" in elsewhere.stderr
     # Built from model.keras instead: the same translation.
     assert elsewhere.stdout == here.stdout and here.stdout.strip()
+
+
+@pytest.mark.slow
+def test_the_export_a_refused_translator_suggests_makes_one_that_loads(
+    trained, tmp_path
+):
+    _, out, _ = trained
+    copy = tmp_path / "their run"  # (a space: the printed command quotes it)
+    shutil.copytree(out, copy)
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+
+    def translate():
+        return subprocess.run(
+            [*PYTHON, "translate", "--model", str(copy), "--beam", "1"],
+            input="one cat\n",
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+
+    refused = translate()  # signed with the key of the run's own machine
+    assert refused.returncode == 0 and "another key" in refused.stderr
+    suggested = re.search(
+        r"\((keras-transformer export .*) makes one this machine trusts\)",
+        refused.stderr,
+    )
+    assert suggested, refused.stderr
+    argv = shlex.split(suggested[1])
+    assert argv[0] == "keras-transformer"
+    exported = subprocess.run(
+        [*PYTHON, *argv[1:]], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert exported.returncode == 0, exported.stderr
+    loaded = translate()
+    assert loaded.returncode == 0, loaded.stderr
+    assert "Not loading" not in loaded.stderr and "Not using" not in loaded.stderr
+    assert loaded.stdout == refused.stdout and loaded.stdout.strip()
 
 
 @pytest.mark.slow

@@ -127,3 +127,29 @@ def test_benchmark_options_in_the_docs_exist():
                 unknown.append((name, match[1], option))
     assert ("ctranslate2_compare", "--data") in checked
     assert unknown == []
+
+
+def test_the_fault_suites_table_is_the_suites_own(tmp_path):
+    """docs/training.md lists every case of benchmarks/faults.py, as its
+    `--markdown` prints them, every one as expected, and the counts of
+    its classes."""
+    spec = importlib.util.spec_from_file_location(
+        "faults", ROOT / "benchmarks" / "faults.py"
+    )
+    faults = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(faults)
+    rows = [row for case in faults.cases(faults.Workspace(tmp_path)) for row in case[0]]
+    text = (ROOT / "docs" / "training.md").read_text(encoding="utf-8")
+    section = text.split("### The fault suite", 1)[1].split("\n### ", 1)[0]
+    row = r"^\| `(\w+)` \| (.*) \| (\w+) \| (\w+) \|$"
+    documented = re.findall(row, section, re.MULTILINE)
+    assert [(n, e, w) for n, w, e, _ in documented] == rows
+    assert all(observed == expected for _, _, expected, observed in documented)
+    counts = re.search(
+        r"^\| OK \| ERROR \|.*\n\|[-|]+\n\| ([\d |]+) \|$", section, re.M
+    )
+    assert counts, "no table of counts"
+    classes = [observed for *_, observed in documented]
+    expected = [str(classes.count(name)) for name in faults.CLASSES]
+    assert counts[1].split(" | ") == expected
+    assert f"{len(rows)} of {len(rows)} cases as expected" in section

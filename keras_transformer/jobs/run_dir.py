@@ -77,6 +77,10 @@ class RunError(ValueError):
     """The output directory holds something a run must not touch."""
 
 
+class UnsafeModelError(ValueError):
+    """A model file holds code that Keras's `safe_mode` refuses to run."""
+
+
 def read_manifest(directory: str | Path) -> list[str] | None:
     """The names the run in `directory` wrote, by its manifest; `None`
     when there is no manifest (or it cannot be read)."""
@@ -527,10 +531,13 @@ def write_summary(directory: str | Path, updates: dict) -> dict:
 def load_trained(model_dir: str | os.PathLike):
     """The `(model, tokenizer)` saved in `model_dir` by a training run.
 
-    The model is loaded for inference: without its optimizer.
+    The model is loaded for inference: without its optimizer, and in
+    Keras's safe mode: a model file that holds Python code (a `Lambda`
+    layer's function, say) is refused before any of it runs.
 
     Raises:
         FileNotFoundError: the directory, its model or its tokenizer is missing.
+        UnsafeModelError: the model holds code that safe mode will not run.
         ValueError: the model or the tokenizer cannot be read.
     """
     import keras
@@ -551,12 +558,29 @@ def load_trained(model_dir: str | os.PathLike):
             "cannot be used without the vocabulary it was trained with."
         )
     try:
-        model = keras.models.load_model(model_path, compile=False)
+        model = keras.models.load_model(model_path, compile=False, safe_mode=True)
     except Exception as error:  # noqa: BLE001 - re-raised with the file named
+        if _refused_by_safe_mode(error):
+            reason = str(error).split(". ")[0].strip()
+            raise UnsafeModelError(
+                f"Not loading {model_path}: it holds Python code, which "
+                f"Keras's safe mode does not run ({reason})"
+            ) from None
         raise ValueError(
             f"Cannot load {model_path}: it looks corrupt ({error})"
         ) from None
     return model, data.Tokenizer.load(tokenizer_path)
+
+
+def _refused_by_safe_mode(error: Exception) -> bool:
+    """Whether `keras.models.load_model` refused `error`'s file in safe mode.
+
+    Keras raises a `ValueError` whose message tells how to override it,
+    `safe_mode=False`, for each kind of code it will not load (a Python
+    lambda, a `Lambda` layer's, a `TFSMLayer`, a vocabulary file outside the
+    archive).
+    """
+    return isinstance(error, ValueError) and "safe_mode=False" in str(error)
 
 
 DEFAULT_SEARCH = {"beam_size": 4, "alpha": 0.6}

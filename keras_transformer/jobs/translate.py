@@ -19,6 +19,7 @@ built from `model.keras` and the tokenizer.
 from __future__ import annotations
 
 import logging
+import shlex
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -93,8 +94,8 @@ def _saved_translator(model_dir: Path):
             "makes one this machine trusts)",
             path,
             refused,
-            model_dir,
-            path,
+            shlex.quote(str(model_dir)),
+            shlex.quote(str(path)),
         )
         return None
     import tensorflow_text  # noqa: F401 (registers the SentencePiece ops)

@@ -7,16 +7,20 @@ import subprocess
 import sys
 import textwrap
 
+import keras
 import pytest
 import yaml
+from helpers import model_dir_with_code
 
 from keras_transformer.config import config_from_dict
 from keras_transformer.jobs.run_dir import (
     LOCK_FILE,
     MANIFEST_FILE,
     RunError,
+    UnsafeModelError,
     clear_run,
     foreign_entries,
+    load_trained,
     record_entries,
     run_lock,
     run_status,
@@ -189,3 +193,26 @@ def test_a_second_process_is_refused_with_the_holders_name(tmp_path, capsys):
     assert not (out / MANIFEST_FILE).exists()
     with run_lock(out):
         assert json.loads((out / LOCK_FILE).read_text())["pid"] == os.getpid()
+
+
+def test_a_model_that_holds_code_is_refused_before_the_code_runs(tmp_path):
+    marker = tmp_path / "ran"
+    model_dir = model_dir_with_code(tmp_path / "model", marker)
+    with pytest.raises(UnsafeModelError) as refused:
+        load_trained(model_dir)
+    message = str(refused.value)
+    assert message.startswith(f"Not loading {model_dir / 'model.keras'}: ")
+    assert "Keras's safe mode" in message and "`Lambda` layer" in message
+    assert "corrupt" not in message and "\n" not in message
+    assert not marker.exists()
+    # The marker does tell: outside safe mode, loading runs the code.
+    keras.models.load_model(model_dir / "model.keras", safe_mode=False)
+    assert marker.read_text() == "ran"
+
+
+def test_a_damaged_model_is_still_called_corrupt(tmp_path):
+    (tmp_path / "tokenizer").mkdir()
+    (tmp_path / "model.keras").write_bytes(b"not a zip file")
+    with pytest.raises(ValueError, match="it looks corrupt") as refused:
+        load_trained(tmp_path)
+    assert not isinstance(refused.value, UnsafeModelError)

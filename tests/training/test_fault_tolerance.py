@@ -225,7 +225,17 @@ def test_a_signal_saves_the_state_and_the_rerun_resumes_exactly(
     finally:
         if victim.poll() is None:
             victim.kill()
-    message = victim.stderr.read().decode().strip().splitlines()[-1]
+    # stderr holds the run's progress (stdout is the scores'), so not one
+    # line: after the signal's notice, only the progress bar and one line.
+    err = victim.stderr.read().decode()
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()  # (a progress bar's "\r" ends a line)
+    name = signal.Signals(signal_number).name
+    notices = [i for i, line in enumerate(lines) if f"{name}: stopping" in line]
+    assert len(notices) == 1, err
+    *bar, message = lines[notices[0] + 1 :]
+    assert all(not line or line.startswith("training ") for line in bar), err
+    assert message.startswith(f"keras-transformer train: {name} at step "), err
     assert "run the same command again to resume" in message, message
     saved = _newest_step(out)
     assert saved > 0 and f"at step {saved}:" in message
