@@ -531,24 +531,24 @@ def test_the_printed_saved_model_line_prints_the_translation_alone(trained):
     assert result.stdout == expected + "\n"
 
 
+def _translate_one_cat(model, config_home):
+    """`translate` of "one cat" with greedy search, keys from `config_home`."""
+    return subprocess.run(
+        [*PYTHON, "translate", "--model", str(model), "--beam", "1"],
+        input="one cat\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "XDG_CONFIG_HOME": str(config_home)},
+    )
+
+
 @pytest.mark.slow
 def test_a_translator_signed_elsewhere_is_not_loaded(trained, tmp_path):
     _, out, _ = trained
-
-    def translate(config_home):
-        env = {**os.environ, "XDG_CONFIG_HOME": str(config_home)}
-        return subprocess.run(
-            [*PYTHON, "translate", "--model", str(out), "--beam", "1"],
-            input="one cat\n",
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-        )
-
-    here = translate(os.environ["XDG_CONFIG_HOME"])
+    here = _translate_one_cat(out, os.environ["XDG_CONFIG_HOME"])
     assert here.returncode == 0 and "Not loading" not in here.stderr
-    elsewhere = translate(tmp_path)  # another account's key
+    elsewhere = _translate_one_cat(out, tmp_path)  # another account's key
     assert elsewhere.returncode == 0, elsewhere.stderr
     assert "Not loading" in elsewhere.stderr and "another key" in elsewhere.stderr
     # Built from model.keras instead: the same translation.
@@ -563,18 +563,8 @@ def test_the_export_a_refused_translator_suggests_makes_one_that_loads(
     copy = tmp_path / "their run"  # (a space: the printed command quotes it)
     shutil.copytree(out, copy)
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")}
-
-    def translate():
-        return subprocess.run(
-            [*PYTHON, "translate", "--model", str(copy), "--beam", "1"],
-            input="one cat\n",
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-        )
-
-    refused = translate()  # signed with the key of the run's own machine
+    # signed with the key of the run's own machine
+    refused = _translate_one_cat(copy, tmp_path / "config")
     assert refused.returncode == 0 and "another key" in refused.stderr
     suggested = re.search(
         r"\((keras-transformer export .*) makes one this machine trusts\)",
@@ -587,7 +577,7 @@ def test_the_export_a_refused_translator_suggests_makes_one_that_loads(
         [*PYTHON, *argv[1:]], capture_output=True, text=True, timeout=300, env=env
     )
     assert exported.returncode == 0, exported.stderr
-    loaded = translate()
+    loaded = _translate_one_cat(copy, tmp_path / "config")
     assert loaded.returncode == 0, loaded.stderr
     assert "Not loading" not in loaded.stderr and "Not using" not in loaded.stderr
     assert loaded.stdout == refused.stdout and loaded.stdout.strip()
