@@ -281,6 +281,11 @@ class TrainingConfig(_Section):
         description="keep the model after these minutes, e.g. [30, 60]: "
         "the average of the last average_last checkpoints then",
     )
+    snapshot_steps: list[int] = Field(
+        default_factory=list,
+        description="the same at these optimizer steps, e.g. [2000, 4000]: "
+        "the same models on any machine, however fast",
+    )
     validate_: bool = Field(
         True, alias="validate", description="score the validation split each epoch"
     )
@@ -300,6 +305,13 @@ class TrainingConfig(_Section):
         if any(m <= 0 for m in minutes):
             raise ValueError("expected a list of numbers > 0")
         return minutes
+
+    @field_validator("snapshot_steps")
+    @classmethod
+    def _positive_steps(cls, steps: list[int]) -> list[int]:
+        if any(s < 1 for s in steps):
+            raise ValueError("expected a list of integers > 0")
+        return steps
 
     @property
     def validate(self) -> bool:  # `validate` is also a pydantic method name

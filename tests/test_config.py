@@ -104,6 +104,19 @@ def test_empty_recipe_gets_documented_defaults():
             {"training": {"snapshot_minutes": [10, -1]}},
             r"training.snapshot_minutes: \[10, -1\] \(expected a list of numbers > 0\)",
         ),
+        (
+            {"training": {"snapshot_steps": [4000, 0]}},
+            r"training.snapshot_steps: \[4000, 0\] \(expected a list of integers > 0\)",
+        ),
+        ({"training": {"snapshot_steps": 4000}}, "training.snapshot_steps: 4000"),
+        (
+            {"training": {"snapshot_steps": [True]}},
+            r"training.snapshot_steps.0: True \(Input should be a valid integer",
+        ),
+        (
+            {"training": {"snapshot_steps": [2000.0]}},
+            r"training.snapshot_steps.0: 2000.0 \(Input should be a valid integer",
+        ),
         ({"training": {"token_budget": 10}}, "training.token_budget: 10"),
         (
             {"training": {"strategy": "multi_worker"}},
@@ -298,6 +311,7 @@ def test_the_reference_shows_choices_as_written():
     page = reference_markdown()
     assert "one of [float32, mixed_float16, mixed_bfloat16]" in page
     assert "| `training.snapshot_minutes` | list of numbers |" in page
+    assert "| `training.snapshot_steps` | list of integers | `[]` |" in page
 
 
 def test_to_dict_round_trips():

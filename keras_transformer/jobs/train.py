@@ -27,7 +27,8 @@ In order:
    (`training.Checkpoints`). A loss that becomes NaN or infinite stops the
    run with `TrainingDiverged`, its last good state kept.
 5. The last checkpoints are averaged into the model, which is saved with
-   each snapshot's own average; the exported translator and the summary
+   each snapshot's own average (`training.snapshot_minutes`,
+   `training.snapshot_steps`); the exported translator and the summary
    are written, and the test split is scored.
 """
 
@@ -95,6 +96,7 @@ from keras_transformer.training import (
 )
 from keras_transformer.training.atomic import save_model_atomically
 from keras_transformer.training.best import BEST_DIR, BestCheckpoints, choose_final
+from keras_transformer.training.checkpoints import SNAPSHOT_FILE
 from keras_transformer.training.interrupt import (
     StopOnNonFinite,
     StopOnSignal,
@@ -408,6 +410,7 @@ def _train(
         keep=kept + 1,
         record=lambda: {"batches_per_epoch": stats.batches, "history": log.history},
         snapshot_minutes=tr.snapshot_minutes,
+        snapshot_steps=tr.snapshot_steps,
         snapshot_dir=out / SNAPSHOT_DIR,
         snapshot_keep=kept,
         elapsed_minutes=record.get("minutes", 0.0),
@@ -429,7 +432,7 @@ def _train(
         callbacks.insert(0, stop)
     if chief:  # what `fit` writes
         written = [CHECKPOINT_DIR]
-        written += [SNAPSHOT_DIR] if tr.snapshot_minutes else []
+        written += [SNAPSHOT_DIR] if tr.snapshot_minutes or tr.snapshot_steps else []
         written += [LOG_DIR] if tr.strategy != "multi_worker" else []
         record_entries(out, *written)
 
@@ -502,7 +505,10 @@ def _train(
         save_model_atomically(model, out / MODEL_FILE)
         # Each snapshot becomes a model directory `evaluate` can read.
         checkpoints.finish_snapshots()  # (one left unfinished by a kill)
-        for folder in sorted((out / SNAPSHOT_DIR).glob("minute_*")):
+        for label in checkpoints.snapshots:
+            folder = out / SNAPSHOT_DIR / label
+            if not (folder / SNAPSHOT_FILE).exists():
+                continue  # (no checkpoint was left to keep: a warning said so)
             if not (folder / MODEL_FILE).exists():
                 score = validation_perplexity if best is not None else None
                 write_snapshot_model(model, folder, score)

@@ -15,11 +15,12 @@ One mechanism serves three uses. Every `minutes`, and when training ends,
 
 The same files are what a resumed run restores (`restore_latest`), what is
 averaged at the end (`average_checkpoints(model, checkpoints[-5:])`), and
-what a snapshot keeps: at each of `snapshot_minutes` the checkpoint is
-written and the newest `snapshot_keep` are hard-linked into
-`snapshot_dir/minute_M/`, to be averaged into a `model.keras` after training
-(`write_snapshot_model`). Nothing swaps weights in and out of the model
-while it trains.
+what a snapshot keeps: after each of `snapshot_minutes`, and at each of
+`snapshot_steps`, the checkpoint is written and the newest `snapshot_keep`
+are hard-linked into `snapshot_dir/minute_M/` (or `step_S/`), to be averaged
+into a `model.keras` after training (`write_snapshot_model`). A snapshot by
+steps is the same model on any machine, however fast; one by minutes is
+not. Nothing swaps weights in and out of the model while it trains.
 
 TensorFlow writes each checkpoint under a temporary name and renames it;
 the manager's `checkpoint` index is replaced atomically. A checkpoint that
@@ -189,13 +190,24 @@ def restore_latest(
     return None
 
 
+def snapshot_label(minute: float | None = None, step: int | None = None) -> str:
+    """The name of a snapshot's folder: `minute_30`, `step_4000`.
+
+    >>> snapshot_label(minute=30.0), snapshot_label(step=4000)
+    ('minute_30', 'step_4000')
+    """
+    return f"minute_{minute:g}" if step is None else f"step_{step}"
+
+
 class Checkpoints(keras.callbacks.Callback):
     """Writes the training state every `minutes`, at snapshots and at the end.
 
     One clock, from the first `fit` call (plus `elapsed_minutes` trained
     before a resume), decides every write. A write due at the last batch
     of an epoch waits for the epoch's end, so its record holds the epoch's
-    logs. Each checkpoint is `directory/ckpt-STEP` (`training_checkpoint`),
+    logs. A snapshot at a step is taken at that very step: after its batch
+    (or at its epoch's end, the same step). Each checkpoint is
+    `directory/ckpt-STEP` (`training_checkpoint`),
     with `{**record(), "minutes": ..., "snapshots": ...}` as its record; the
     manager keeps the `keep` newest. No state is written whose weights are
     not finite, nor any after a batch whose loss was not (a warning says so
@@ -211,11 +223,15 @@ class Checkpoints(keras.callbacks.Callback):
             checkpoint is written and the newest `snapshot_keep` are kept in
             `snapshot_dir/minute_M/` for good (`write_snapshot_model` turns
             them into a model).
-        snapshot_dir: the snapshots' folder (required with
-            `snapshot_minutes`).
+        snapshot_steps: the same at each of these optimizer steps, into
+            `snapshot_dir/step_S/`. One a resumed run has passed without
+            taking it (a recipe changed) is left out, with a warning.
+        snapshot_dir: the snapshots' folder (required with snapshots).
         snapshot_keep: how many checkpoints a snapshot keeps (and averages).
         elapsed_minutes: minutes trained before (by a run now resumed).
-        snapshots: `{minute: step}` of the snapshots written before.
+        snapshots: `{label: step}` of the snapshots written before, by
+            `snapshot_label` (a bare number is a minute, as records of
+            earlier versions hold).
         write: `False` on the workers of a multi-worker run that do not
             write (they hold the same state as the chief; reading it takes
             no collective operation, so the chief saves alone).
@@ -244,6 +260,7 @@ class Checkpoints(keras.callbacks.Callback):
         keep: int = 2,
         record: Callable[[], dict] | None = None,
         snapshot_minutes: Sequence[float] = (),
+        snapshot_steps: Sequence[int] = (),
         snapshot_dir: str | os.PathLike | None = None,
         snapshot_keep: int = 1,
         elapsed_minutes: float = 0.0,
@@ -263,17 +280,31 @@ class Checkpoints(keras.callbacks.Callback):
                 "`snapshot_minutes` must hold numbers >= 0. "
                 f"Received: snapshot_minutes={snapshot_minutes}"
             )
-        if snapshot_minutes and snapshot_dir is None:
-            raise ValueError("`snapshot_minutes` needs a `snapshot_dir`.")
+        snapshot_steps = sorted(set(snapshot_steps))
+        if any(
+            isinstance(s, bool) or not isinstance(s, int) or s < 1
+            for s in snapshot_steps
+        ):
+            raise ValueError(
+                "`snapshot_steps` must hold integers >= 1. "
+                f"Received: snapshot_steps={snapshot_steps}"
+            )
+        for name, value in (
+            ("snapshot_minutes", snapshot_minutes),
+            ("snapshot_steps", snapshot_steps),
+        ):
+            if value and snapshot_dir is None:
+                raise ValueError(f"`{name}` needs a `snapshot_dir`.")
         self.directory = os.fspath(directory)
         self.minutes = minutes
         self.keep = max(keep, snapshot_keep)
         self.record = record or dict
         self.snapshot_minutes = snapshot_minutes
+        self.snapshot_steps = snapshot_steps
         self.snapshot_dir = snapshot_dir and os.fspath(snapshot_dir)
         self.snapshot_keep = snapshot_keep
         self.elapsed_before = elapsed_minutes
-        self.snapshots = {float(m): int(s) for m, s in (snapshots or {}).items()}
+        self.snapshots = {_as_label(k): int(s) for k, s in (snapshots or {}).items()}
         self.write = write
         self.best_dir = best_dir and os.fspath(best_dir)
         self._start = None
@@ -282,6 +313,7 @@ class Checkpoints(keras.callbacks.Callback):
         self._manager = None
         self._record = None
         self._diverged = False
+        self._passed = set()  # step snapshots a resumed run was already past
 
     @property
     def checkpoints(self) -> list[str]:
@@ -300,6 +332,15 @@ class Checkpoints(keras.callbacks.Callback):
             self._last = self.elapsed_before
         self._due_at_epoch_end = False
         self.finish_snapshots()
+        step = self._step_if_pending()
+        for label in self._pending(-math.inf, step):
+            # Its step is past (a run resumed there under another recipe):
+            # taken now, it would hold a later model than its name says.
+            self._passed.add(label)
+            if self.write:
+                logger.warning(
+                    "No snapshot %s: training resumes at step %d.", label, step
+                )
 
     def finish_snapshots(self) -> None:
         """Finishes the snapshots a run stopped in the middle of writing.
@@ -310,16 +351,16 @@ class Checkpoints(keras.callbacks.Callback):
         calls this.
         """
         if self.write:
-            for minute, step in self.snapshots.items():
-                if not os.path.exists(self._snapshot_file(minute)):
-                    self._keep_snapshot(minute, step)
+            for label, step in self.snapshots.items():
+                if not os.path.exists(self._snapshot_file(label)):
+                    self._keep_snapshot(label, step)
 
     def on_train_batch_end(self, batch, logs=None):
         loss = (logs or {}).get("loss")
         if loss is not None and not math.isfinite(loss):
             self._stop_writing()  # nothing from here on is worth keeping
         elapsed = self.elapsed_minutes()
-        if self._due(elapsed):
+        if self._due(elapsed) or self._pending(elapsed, self._step_if_pending()):
             if batch + 1 == (self.params or {}).get("steps"):
                 self._due_at_epoch_end = True
             else:
@@ -344,28 +385,23 @@ class Checkpoints(keras.callbacks.Callback):
         self._last = elapsed
         if not self.write:
             return
-        step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+        step = self._step()
         if self._diverged or not all_finite(self.model.trainable_variables):
             self._stop_writing()
             return
-        due = [m for m in self.snapshot_minutes if m not in self.snapshots]
-        due = [m for m in due if elapsed >= m]
-        for minute in due:
-            self.snapshots[minute] = step
-        record = {
-            **self.record(),
-            "minutes": elapsed,
-            "snapshots": {f"{m:g}": s for m, s in self.snapshots.items()},
-        }
+        due = self._pending(elapsed, step)
+        for label in due:
+            self.snapshots[label] = step
+        record = {**self.record(), "minutes": elapsed, "snapshots": self.snapshots}
         manager = self._get_manager()
         self._record.assign(json.dumps(record))
         manager.save(checkpoint_number=step)
-        for minute in due:
-            self._keep_snapshot(minute, step)
+        for label in due:
+            self._keep_snapshot(label, step)
 
     def _stop_writing(self) -> None:
         if not self._diverged and self.write:
-            step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+            step = self._step()
             logger.warning(
                 "Not writing the training state of step %d or later: the loss or "
                 "the weights are not finite (the last state written stays the "
@@ -374,11 +410,27 @@ class Checkpoints(keras.callbacks.Callback):
             )
         self._diverged = True
 
+    def _step(self) -> int:
+        return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+
+    def _step_if_pending(self) -> int | None:
+        """The step, read only while a snapshot at a step is still to come."""
+        for s in self.snapshot_steps:
+            label = snapshot_label(step=s)
+            if label not in self.snapshots and label not in self._passed:
+                return self._step()
+        return None
+
     def _due(self, elapsed: float) -> bool:
-        if elapsed - self._last >= self.minutes:
-            return True
-        due = (m for m in self.snapshot_minutes if m not in self.snapshots)
-        return any(elapsed >= m for m in due)
+        return elapsed - self._last >= self.minutes
+
+    def _pending(self, elapsed: float, step: int | None) -> list[str]:
+        """The labels of the snapshots due now and not taken yet."""
+        due = [snapshot_label(minute=m) for m in self.snapshot_minutes if elapsed >= m]
+        if step is not None:
+            due += [snapshot_label(step=s) for s in self.snapshot_steps if step >= s]
+        taken = self.snapshots.keys() | self._passed
+        return [label for label in due if label not in taken]
 
     def _get_manager(self) -> tf.train.CheckpointManager:
         if self._manager is None:
@@ -391,18 +443,18 @@ class Checkpoints(keras.callbacks.Callback):
             )
         return self._manager
 
-    def _snapshot_file(self, minute: float) -> str:
-        return os.path.join(self.snapshot_dir, f"minute_{minute:g}", SNAPSHOT_FILE)
+    def _snapshot_file(self, label: str) -> str:
+        return os.path.join(self.snapshot_dir, label, SNAPSHOT_FILE)
 
-    def _keep_snapshot(self, minute: float, step: int) -> None:
+    def _keep_snapshot(self, label: str, step: int) -> None:
         """Hard-links the newest `snapshot_keep` checkpoints up to `step`."""
         suffix = f"-{step}"
         kept = [p for p in self.checkpoints if int(p.rsplit("-", 1)[1]) <= step]
         kept = kept[-self.snapshot_keep :]
         if not kept or not kept[-1].endswith(suffix):
-            logger.warning("Snapshot after %g minutes: no checkpoint left.", minute)
+            logger.warning("Snapshot %s: no checkpoint left.", label)
             return
-        folder = os.path.dirname(self._snapshot_file(minute))
+        folder = os.path.dirname(self._snapshot_file(label))
         os.makedirs(folder, exist_ok=True)
         for prefix in kept:
             for name in os.listdir(self.directory):
@@ -428,14 +480,12 @@ class Checkpoints(keras.callbacks.Callback):
                     )
             text = (json.dumps(scores, indent=1) + "\n").encode()
             write_atomically(os.path.join(best, SCORES_FILE), lambda f: f.write(text))
-        info = {
-            "minutes": minute,
-            "step": step,
-            "checkpoints": [os.path.basename(p) for p in kept],
-        }
+        kind, value = label.split("_", 1)
+        info = {"minutes": float(value)} if kind == "minute" else {}
+        info |= {"step": step, "checkpoints": [os.path.basename(p) for p in kept]}
         text = (json.dumps(info) + "\n").encode()
-        write_atomically(self._snapshot_file(minute), lambda f: f.write(text))
-        logger.info("Snapshot after %g minutes (step %d).", minute, step)
+        write_atomically(self._snapshot_file(label), lambda f: f.write(text))
+        logger.info("Snapshot %s (step %d).", label, step)
 
 
 def write_snapshot_model(
@@ -478,6 +528,14 @@ def write_snapshot_model(
     path = os.path.join(folder, "model.keras")
     save_model_atomically(model, path)
     return path
+
+
+def _as_label(key: str | float) -> str:
+    """A snapshot's label from a record: `minute_30`, or a bare minute."""
+    key = str(key)
+    if key.startswith(("minute_", "step_")):
+        return key
+    return snapshot_label(minute=float(key))
 
 
 def _seed_states(model: keras.Model) -> dict:

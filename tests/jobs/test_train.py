@@ -246,3 +246,27 @@ def test_a_moved_run_trains_on_where_it_is_now(tmp_path, monkeypatch):
     assert summary["finished"] and summary["resumed_from_step"] == 2
     assert summary["steps"] == 4 and summary["averaged_checkpoints"] == 2
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_snapshots_by_steps_are_model_directories_of_their_step(tmp_path):
+    # Snapshots at steps 2 and 3, beside one by minutes (after step 1).
+    recipe = dict(
+        steps=3, average_last=2, snapshot_steps=[3, 2], snapshot_minutes=[1e-6]
+    )
+    train_from_config(_config(tmp_path, **recipe), verbose=0)
+    snapshots = tmp_path / "run" / "snapshots"
+    names = sorted(p.name for p in snapshots.iterdir())
+    assert names == ["minute_1e-06", "step_2", "step_3"]
+    for name, step in (("step_2", 2), ("step_3", 3)):
+        info = json.loads((snapshots / name / "snapshot.json").read_text())
+        assert info["step"] == step
+        model, tokenizer = load_trained(snapshots / name)  # what `evaluate` reads
+        assert tokenizer.vocab_size == model.vocab_size
+    # The last one is the finished model: the same average of the same steps.
+    for a, b in zip(
+        _weights(tmp_path / "run" / "model.keras"),
+        _weights(snapshots / "step_3" / "model.keras"),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a, b)

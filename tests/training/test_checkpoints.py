@@ -194,6 +194,10 @@ def test_invalid_arguments_are_named(tmp_path):
         ({"minutes": 1, "keep": 0}, "keep"),
         ({"minutes": 1, "snapshot_minutes": [-1]}, "snapshot_minutes"),
         ({"minutes": 1, "snapshot_minutes": [1]}, "snapshot_dir"),
+        ({"minutes": 1, "snapshot_steps": [0]}, "snapshot_steps"),
+        ({"minutes": 1, "snapshot_steps": [True]}, "snapshot_steps"),
+        ({"minutes": 1, "snapshot_steps": [2.5]}, "snapshot_steps"),
+        ({"minutes": 1, "snapshot_steps": [1]}, "snapshot_dir"),
     ):
         with pytest.raises(ValueError, match=name):
             Checkpoints(tmp_path, **kwargs)
@@ -238,7 +242,9 @@ def test_a_snapshot_is_the_average_training_would_end_with(tmp_path, monkeypatch
         np.testing.assert_allclose(a, b, rtol=1e-6)
     # The snapshot is in the record, so a resumed run does not take it again.
     record = restore(callback.checkpoints[-1], _dense())
-    assert record["snapshots"] == {"3": 3}
+    assert record["snapshots"] == {"minute_3": 3}
+    # (Records of earlier versions name a minute's snapshot by its number.)
+    assert Checkpoints(tmp_path, 1, snapshots={"3": 3}).snapshots == record["snapshots"]
 
 
 def test_a_snapshot_keeps_the_best_so_far_and_is_chosen_on_validation(
@@ -373,3 +379,134 @@ def test_finish_snapshots_completes_one_a_kill_left_half_written(tmp_path, monke
     resumed.set_model(_dense())
     resumed.finish_snapshots()  # no training: the budget was spent
     assert json.loads(info.read_text()) == expected
+
+
+class _WeightsByStep(keras.callbacks.Callback):
+    """The model's weights after each step, by the optimizer's step."""
+
+    def __init__(self):
+        super().__init__()
+        self.weights = {}
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        self.weights[step] = self.model.get_weights()
+
+
+def _average(*weights):
+    return [np.mean(arrays, axis=0) for arrays in zip(*weights, strict=True)]
+
+
+def test_a_snapshot_at_a_step_is_taken_at_that_step(tmp_path, monkeypatch):
+    def train(callbacks):
+        keras.utils.set_random_seed(0)
+        model = _dense()
+        # Eight steps an epoch, two epochs.
+        model.fit(X, Y, batch_size=1, epochs=2, verbose=0, callbacks=callbacks)
+        return model
+
+    plain = train([])
+    # A minute per clock read: minute 2 is the end of step 2.
+    monkeypatch.setattr(checkpoints, "_clock", _Clock(60.0))
+    seen = _WeightsByStep()
+    callback = Checkpoints(
+        tmp_path / "checkpoints",
+        minutes=100,
+        keep=2,
+        snapshot_minutes=[2],
+        snapshot_steps=[8, 3],  # 8: an epoch's last step, written at its end
+        snapshot_dir=tmp_path / "snapshots",
+        snapshot_keep=2,
+    )
+    model = train([seen, callback])
+    folders = tmp_path / "snapshots"
+    assert sorted(p.name for p in folders.iterdir()) == ["minute_2", "step_3", "step_8"]
+    expected = {  # each: its step, and the newest two checkpoints then
+        "minute_2": {"minutes": 2, "step": 2, "checkpoints": ["ckpt-2"]},
+        "step_3": {"step": 3, "checkpoints": ["ckpt-2", "ckpt-3"]},
+        "step_8": {"step": 8, "checkpoints": ["ckpt-3", "ckpt-8"]},
+    }
+    for label, info in expected.items():
+        folder = folders / label
+        assert json.loads((folder / "snapshot.json").read_text()) == info
+        # The model is the average of the weights of the steps it kept.
+        steps = [int(name.split("-")[1]) for name in info["checkpoints"]]
+        saved = keras.models.load_model(write_snapshot_model(_dense(), folder))
+        weights = _average(*(seen.weights[s] for s in steps))
+        for a, b in zip(saved.get_weights(), weights, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-6)
+    # Training went on untouched: the same as without snapshots.
+    for a, b in zip(model.get_weights(), plain.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    record = restore(callback.checkpoints[-1], _dense())
+    assert record["snapshots"] == {"minute_2": 2, "step_3": 3, "step_8": 8}
+
+
+def _resumable():
+    model = _dense()
+    model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def test_step_snapshots_resume_after_a_kill_and_are_not_taken_twice(
+    tmp_path, monkeypatch, caplog
+):
+    def checkpoints_of(record=None, steps=(3, 6)):
+        return Checkpoints(
+            tmp_path / "c",
+            minutes=100,
+            snapshot_steps=steps,
+            snapshot_dir=tmp_path / "s",
+            snapshots=(record or {}).get("snapshots"),
+        )
+
+    monkeypatch.setattr(checkpoints, "_clock", _Clock(1.0))
+    keras.utils.set_random_seed(0)
+    seen = _WeightsByStep()
+    model = _resumable()
+    callback = checkpoints_of()
+    model.fit(X[:4], Y[:4], batch_size=1, verbose=0, callbacks=[seen, callback])
+    info = tmp_path / "s" / "step_3" / "snapshot.json"
+    expected = json.loads(info.read_text())
+    # Killed after step 3's checkpoint, before its snapshot was complete.
+    info.unlink()
+    (tmp_path / "s" / "step_3" / "ckpt-3.index").unlink()
+
+    resumed = _resumable()
+    record = restore_latest(tmp_path / "c", resumed)
+    assert int(resumed.optimizer.iterations.numpy()) == 4
+    callback = checkpoints_of(record)
+    resumed.fit(
+        X[:4],
+        Y[:4],
+        batch_size=1,
+        epochs=2,
+        initial_epoch=1,
+        verbose=0,
+        callbacks=[seen, callback],
+    )
+    # Step 3's snapshot was finished as it was, not taken again at step 4
+    # or later; step 6's was taken at step 6.
+    assert json.loads(info.read_text()) == expected
+    assert json.loads((tmp_path / "s" / "step_6" / "snapshot.json").read_text()) == {
+        "step": 6,
+        "checkpoints": ["ckpt-6"],
+    }
+    for label, step in (("step_3", 3), ("step_6", 6)):
+        saved = keras.models.load_model(
+            write_snapshot_model(_dense(), tmp_path / "s" / label)
+        )
+        for a, b in zip(saved.get_weights(), seen.weights[step], strict=True):
+            np.testing.assert_array_equal(a, b)
+    last = restore(callback.checkpoints[-1], _dense())
+    assert last["snapshots"] == {"step_3": 3, "step_6": 6}
+
+    # A step a resumed run is already past (its recipe changed) is not taken
+    # late under its name.
+    again = _resumable()
+    record = restore_latest(tmp_path / "c", again)
+    callback = checkpoints_of(record, steps=(3, 6, 7))
+    with caplog.at_level("WARNING"):
+        again.fit(X[:1], Y[:1], verbose=0, callbacks=[callback])
+    assert "No snapshot step_7: training resumes at step 8" in caplog.text
+    assert not (tmp_path / "s" / "step_7").exists()

@@ -1,0 +1,239 @@
+"""Validation BLEU against training steps, from a run's step snapshots.
+
+A run whose recipe sets `training.snapshot_steps` keeps the model of each
+of those steps in `RUN/snapshots/step_S/` (the average of its last
+checkpoints then, as the finished model is). Steps, unlike minutes, name the
+same models on any machine. This script translates the validation split
+with each of them, with the beam size and length penalty of the run's
+recipe, and writes
+
+- `OUT.json`: per snapshot its step, sacrebleu BLEU and chrF (with their
+  signatures), and the run's validation perplexity at each epoch's end
+  (from `summary.json`, placed on the step axis);
+- `OUT.png`: validation BLEU against steps, the perplexity beside it.
+
+The validation split is Multi30k `val` (1014 sentences) from `--data`, or,
+with `--valid run`, the validation split the run's own recipe names.
+
+Usage (from the repository root):
+
+    .venv/bin/keras-transformer train --config configs/multi30k_en_de.yaml \\
+        --output runs/multi30k_en_de
+    .venv/bin/python benchmarks/bleu_by_steps.py --run runs/multi30k_en_de \\
+        --out benchmarks/results/bleu_by_steps
+
+Without `--data`, Multi30k is read from `../shared/data/multi30k` beside the
+repository; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_DATA = os.path.join(REPO, "..", "shared", "data", "multi30k")
+DEFAULT_OUT = os.path.join(REPO, "benchmarks", "results", "bleu_by_steps")
+
+
+def step_snapshots(run: str | os.PathLike) -> list[tuple[int, Path]]:
+    """The run's snapshots by steps that hold a model, by step."""
+    found = []
+    for info in Path(run, "snapshots").glob("step_*/snapshot.json"):
+        folder = info.parent
+        if (folder / "model.keras").is_file() and (folder / "tokenizer").is_dir():
+            step = json.loads(info.read_text(encoding="utf-8"))["step"]
+            found.append((int(step), folder))
+    return sorted(found)
+
+
+def run_config(run: str | os.PathLike):
+    """The run's recipe (`config.yaml`), checked."""
+    from keras_transformer.config import config_from_dict, read_yaml
+
+    path = Path(run, "config.yaml")
+    return config_from_dict(read_yaml(path), source=str(path))
+
+
+def validation_pairs(
+    run: str | os.PathLike, valid: str, data_dir: str | os.PathLike
+) -> tuple[list[str], list[str]]:
+    """Sources and references: Multi30k `val`, or the run's own (`"run"`).
+
+    Raises:
+        SystemExit: Multi30k is not in `data_dir`, or the run's recipe
+            names no validation split.
+    """
+    config = run_config(run)
+    if valid == "multi30k":
+        from keras_transformer.data import load_multi30k
+
+        d = config.data
+        languages = (d.source_lang, d.target_lang)
+        if d.corpus != "multi30k":
+            languages = ("en", "de")
+        try:
+            corpus = load_multi30k("val", data_dir, *languages, download=False)
+        except (FileNotFoundError, OSError) as error:
+            raise SystemExit(
+                f"--data {data_dir}: no Multi30k val split there ({error}); "
+                "name the folder with --data, or score the run's own "
+                "validation split with --valid run"
+            ) from None
+        return list(corpus.sources), list(corpus.targets)
+    from keras_transformer.jobs.train import _pairs, load_splits
+
+    split = load_splits(config, ("valid",))["valid"]
+    if split is None:
+        raise SystemExit(f"--run {run}: its recipe names no validation split")
+    return _pairs(split)
+
+
+def score_snapshot(
+    folder: Path, sources: list[str], references: list[str], search: dict
+) -> dict:
+    """BLEU and chrF of the snapshot's model, translating as `evaluate` does."""
+    from keras_transformer.evaluation import score_translations
+    from keras_transformer.jobs.translate import CHUNK_LINES, load_translator
+
+    translate = load_translator(folder, **search)
+    hypotheses = []
+    for i in range(0, len(sources), CHUNK_LINES):
+        hypotheses += translate(sources[i : i + CHUNK_LINES])["translations"]
+    return score_translations(hypotheses, references)
+
+
+def perplexity_by_epoch(run: str | os.PathLike) -> list[dict]:
+    """The validation perplexity at each epoch's end, with its step.
+
+    The steps of an epoch come from the run's last training state (an
+    epoch a budget cut short ends at the run's last step); `[]`
+    when the run did not validate or keeps no state.
+    """
+    from keras_transformer.training.checkpoints import checkpoint_prefixes
+
+    summary_file = Path(run, "summary.json")
+    if not summary_file.is_file():
+        return []
+    summary = json.loads(summary_file.read_text(encoding="utf-8"))
+    perplexities = summary.get("history", {}).get("val_perplexity", [])
+    prefixes = checkpoint_prefixes(Path(run, "checkpoints"))
+    if not perplexities or not prefixes:
+        return []
+    import tensorflow as tf
+
+    record = tf.train.load_checkpoint(prefixes[-1]).get_tensor(
+        "record/.ATTRIBUTES/VARIABLE_VALUE"
+    )
+    per_epoch = json.loads(record).get("batches_per_epoch")
+    if not per_epoch:
+        return []
+    # A budget that stops inside an epoch logs it there, at the last step.
+    last = summary.get("steps") or len(perplexities) * per_epoch
+    return [
+        {"epoch": i + 1, "step": min((i + 1) * per_epoch, last), "perplexity": p}
+        for i, p in enumerate(perplexities)
+    ]
+
+
+def plot(result: dict, path: str) -> None:
+    """Validation BLEU against steps; the perplexity on a second axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6.4, 4.0))
+    steps = [row["step"] for row in result["snapshots"]]
+    bleu = [row["bleu"] for row in result["snapshots"]]
+    axis.plot(steps, bleu, "o-", color="tab:blue", label="BLEU (snapshots)")
+    axis.set_xlabel("optimizer steps")
+    axis.set_ylabel(f"validation BLEU (beam {result['beam_size']})", color="tab:blue")
+    axis.grid(alpha=0.3)
+    if result["valid_perplexity"]:
+        twin = axis.twinx()
+        rows = result["valid_perplexity"]
+        twin.plot(
+            [r["step"] for r in rows],
+            [r["perplexity"] for r in rows],
+            ".--",
+            color="tab:gray",
+            label="perplexity (epoch ends)",
+        )
+        twin.set_ylabel("validation perplexity", color="tab:gray")
+    axis.set_title(f"{result['run']}: {result['validation']}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def bleu_by_steps(
+    run: str,
+    out: str = DEFAULT_OUT,
+    valid: str = "multi30k",
+    data_dir: str = DEFAULT_DATA,
+    limit: int | None = None,
+) -> dict:
+    """Scores every step snapshot of `run`; writes `out.json` and `out.png`.
+
+    Returns:
+        What `out.json` holds.
+    """
+    from keras_transformer.jobs.run_dir import search_settings
+
+    snapshots = step_snapshots(run)
+    if not snapshots:
+        raise SystemExit(
+            f"--run {run}: no snapshots/step_S/ with a model (train with "
+            "training.snapshot_steps set)"
+        )
+    sources, references = validation_pairs(run, valid, data_dir)
+    sources, references = sources[:limit], references[:limit]
+    search = search_settings(snapshots[0][1])
+    rows = []
+    for step, folder in snapshots:
+        scores = score_snapshot(folder, sources, references, search)
+        rows.append({"step": step, **scores})
+        print(
+            f"step {step}: BLEU {scores['bleu']}, chrF {scores['chrf']}",
+            file=sys.stderr,
+        )
+    result = {
+        "run": Path(run).resolve().name,
+        "validation": "multi30k val" if valid == "multi30k" else "the run's own",
+        "sentences": len(sources),
+        **search,
+        "snapshots": rows,
+        "valid_perplexity": perplexity_by_epoch(run),
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    Path(out + ".json").write_text(json.dumps(result, indent=1) + "\n")
+    plot(result, out + ".png")
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--run", required=True, help="a finished training run")
+    parser.add_argument(
+        "--out", default=DEFAULT_OUT, help="writes OUT.json and OUT.png"
+    )
+    parser.add_argument(
+        "--valid",
+        choices=("multi30k", "run"),
+        default="multi30k",
+        help="Multi30k val from --data, or the run's own validation split",
+    )
+    parser.add_argument("--data", default=DEFAULT_DATA, help="Multi30k directory")
+    parser.add_argument(
+        "--limit", type=int, help="score only the first N validation sentences"
+    )
+    args = parser.parse_args(argv)
+    return bleu_by_steps(args.run, args.out, args.valid, args.data, args.limit)
+
+
+if __name__ == "__main__":
+    main()
