@@ -81,6 +81,7 @@ def test_encode_or_a_cache_before_the_first_call(first):
     np.testing.assert_allclose(model((source, target_in)), stepwise, atol=ATOL)
     called_first = tiny_model(dropout=0.0)
     called_first((source, target_in))
+
     def paths(m):
         return [w.path.split("/", 1)[1] for w in m.weights]
 
