@@ -13,6 +13,7 @@ os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="keras_transformer_confi
 import keras  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from backend_packages import NO_CPU_TORCH, PACKAGES  # noqa: E402
 
 # Two logical CPUs, so MirroredStrategy tests have two replicas. Possible only
 # before TensorFlow initialises its devices, hence here, before any test runs;
@@ -27,21 +28,6 @@ tf.config.set_logical_device_configuration(
 def _seed():
     """Every test starts from the same Keras, NumPy and Python seeds."""
     keras.utils.set_random_seed(1234)
-
-
-# Each backend for the CPU, beside (not in) this environment: installed in
-# the venv, TensorFlow would import JAX too (tf.lite does when it is there),
-# which costs every TensorFlow program 0.8 s of start-up.
-PACKAGES = {
-    "jax": ("jax==0.10.2", "jaxlib==0.10.2", "scipy"),
-    # The CPU build: PyPI has only CUDA builds (several GB); machines of
-    # the project's kind keep this wheel where pip finds it.
-    "torch": ("torch==2.13.0+cpu", "sympy", "mpmath", "networkx"),
-}
-NO_CPU_TORCH = (
-    "pip finds no CPU build of torch 2.13.0 here (PyPI offers only CUDA "
-    "builds of several GB); machines of the project's kind have it"
-)
 
 
 @pytest.fixture(scope="session")

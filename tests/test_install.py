@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import NO_CPU_TORCH, PACKAGES
+from backend_packages import NO_CPU_TORCH, PACKAGES
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "backends.md"
