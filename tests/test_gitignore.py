@@ -22,12 +22,15 @@ OUTPUT_OPTIONS = {"--out", "--output", "--logdir", "--work"}
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
-def _default(node):
+def _default(node, constants):
     """The path an argparse `default=` gives, relative to the repository root.
 
     A string is relative to where the command runs (the docs run them from
-    the root); `os.path.join(REPO, ...)` is the script's own checkout.
+    the root); `os.path.join(REPO, ...)` is the script's own checkout; a
+    name is one of the module's own constants (`constants`, name -> node).
     """
+    if isinstance(node, ast.Name) and node.id in constants:
+        return _default(constants[node.id], constants)
     if isinstance(node, ast.Constant):
         return node.value
     if (
@@ -46,7 +49,15 @@ def _argparse_outputs():
         *sorted((REPO / "benchmarks").glob("*.py")),
         REPO / "keras_transformer_cli" / "parser.py",
     ]:
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        constants = {
+            node.targets[0].id: node.value
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        }
+        for node in ast.walk(tree):
             if not (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
@@ -57,8 +68,13 @@ def _argparse_outputs():
                 continue
             for keyword in node.keywords:
                 if keyword.arg == "default":
-                    paths.add(_default(keyword.value))
-    return {path for path in paths if path and not path.startswith("/")}
+                    paths.add(_default(keyword.value, constants))
+    # benchmarks/results/ holds the results the docs cite: committed, not ignored.
+    return {
+        path
+        for path in paths
+        if path and not path.startswith(("/", "benchmarks/results/"))
+    }
 
 
 def _recipe_outputs():
