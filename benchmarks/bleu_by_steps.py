@@ -1,13 +1,14 @@
-"""Validation BLEU against training steps, from a run's step snapshots.
+"""Validation BLEU against training steps, from a run's models by step.
 
 A run whose recipe sets `training.snapshot_steps` keeps the model of each
-of those steps in `RUN/snapshots/step_S/` (the average of its last
-checkpoints then, as the finished model is). Steps, unlike minutes, name the
-same models on any machine. This script translates the validation split
-with each of them, with the beam size and length penalty of the run's
-recipe, and writes
+of those steps in `RUN/snapshots/step_S/` (the model a run of that length
+would end with), and a finished run trained on keeps the model it had
+finished with there too. Steps, unlike minutes, name the same models on any
+machine. This script translates the validation split with each of them and
+with the run's finished model, with the beam size and length penalty of
+the run's recipe, and writes
 
-- `OUT.json`: per snapshot its step, sacrebleu BLEU and chrF (with their
+- `OUT.json`: per model its step and folder, sacrebleu BLEU and chrF (with their
   signatures), and the run's validation perplexity at each epoch's end
   (from `summary.json`, placed on the step axis);
 - `OUT.png`: validation BLEU against steps, the perplexity beside it.
@@ -39,15 +40,27 @@ DEFAULT_DATA = os.path.join(REPO, "..", "shared", "data", "multi30k")
 DEFAULT_OUT = os.path.join(REPO, "benchmarks", "results", "bleu_by_steps")
 
 
+def _holds_a_model(folder: Path) -> bool:
+    return (folder / "model.keras").is_file() and (folder / "tokenizer").is_dir()
+
+
 def step_snapshots(run: str | os.PathLike) -> list[tuple[int, Path]]:
-    """The run's snapshots by steps that hold a model, by step."""
-    found = []
+    """The run's models by step: its step snapshots, then the finished model.
+
+    The finished model (the run's own `model.keras`) is added at the run's
+    last step unless a snapshot of that step holds it already.
+    """
+    found = {}
     for info in Path(run, "snapshots").glob("step_*/snapshot.json"):
-        folder = info.parent
-        if (folder / "model.keras").is_file() and (folder / "tokenizer").is_dir():
+        if _holds_a_model(info.parent):
             step = json.loads(info.read_text(encoding="utf-8"))["step"]
-            found.append((int(step), folder))
-    return sorted(found)
+            found[int(step)] = info.parent
+    summary = Path(run, "summary.json")
+    if summary.is_file() and _holds_a_model(Path(run)):
+        record = json.loads(summary.read_text(encoding="utf-8"))
+        if record.get("finished") and record.get("steps") not in found:
+            found[int(record["steps"])] = Path(run)
+    return sorted(found.items())
 
 
 def run_config(run: str | os.PathLike):
@@ -149,7 +162,7 @@ def plot(result: dict, path: str) -> None:
     figure, axis = plt.subplots(figsize=(6.4, 4.0))
     steps = [row["step"] for row in result["snapshots"]]
     bleu = [row["bleu"] for row in result["snapshots"]]
-    axis.plot(steps, bleu, "o-", color="tab:blue", label="BLEU (snapshots)")
+    axis.plot(steps, bleu, "o-", color="tab:blue", label="BLEU (models by step)")
     axis.set_xlabel("optimizer steps")
     axis.set_ylabel(f"validation BLEU (beam {result['beam_size']})", color="tab:blue")
     axis.grid(alpha=0.3)
@@ -177,7 +190,7 @@ def bleu_by_steps(
     data_dir: str = DEFAULT_DATA,
     limit: int | None = None,
 ) -> dict:
-    """Scores every step snapshot of `run`; writes `out.json` and `out.png`.
+    """Scores every model of `run` by step; writes `out.json` and `out.png`.
 
     Returns:
         What `out.json` holds.
@@ -187,8 +200,8 @@ def bleu_by_steps(
     snapshots = step_snapshots(run)
     if not snapshots:
         raise SystemExit(
-            f"--run {run}: no snapshots/step_S/ with a model (train with "
-            "training.snapshot_steps set)"
+            f"--run {run}: no finished model and no snapshots/step_S/ with a "
+            "model (train with training.snapshot_steps set)"
         )
     sources, references = validation_pairs(run, valid, data_dir)
     sources, references = sources[:limit], references[:limit]
@@ -196,7 +209,8 @@ def bleu_by_steps(
     rows = []
     for step, folder in snapshots:
         scores = score_snapshot(folder, sources, references, search)
-        rows.append({"step": step, **scores})
+        model = folder.relative_to(run).as_posix() if folder != Path(run) else "."
+        rows.append({"step": step, "model": model, **scores})
         print(
             f"step {step}: BLEU {scores['bleu']}, chrF {scores['chrf']}",
             file=sys.stderr,

@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,11 @@ def test_scores_each_step_snapshot_on_the_runs_validation_split(run, tmp_path):
     out = str(tmp_path / "results" / "bleu")
     result = _script().main(["--run", str(run), "--valid", "run", "--out", out])
     assert json.loads(Path(out + ".json").read_text()) == result
-    assert [row["step"] for row in result["snapshots"]] == [2, 4]
+    # The finished model is step 4's snapshot: scored once.
+    assert [(row["step"], row["model"]) for row in result["snapshots"]] == [
+        (2, "snapshots/step_2"),
+        (4, "snapshots/step_4"),
+    ]
     assert all(0 <= row["bleu"] <= 100 for row in result["snapshots"])
     assert all(row["sentences"] == len(SOURCES) for row in result["snapshots"])
     # The run's search, and its validation perplexity at each epoch's end.
@@ -78,6 +83,26 @@ def test_scores_each_step_snapshot_on_the_runs_validation_split(run, tmp_path):
     assert result["valid_perplexity"]
     assert result["valid_perplexity"][-1]["step"] <= 4
     assert Path(out + ".png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow
+def test_the_finished_model_is_scored_at_its_step(run, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    shutil.rmtree(copy / "snapshots" / "step_4")
+    script = _script()
+    assert [(s, f.name) for s, f in script.step_snapshots(copy)] == [
+        (2, "step_2"),
+        (4, "run"),
+    ]
+    result = script.main(
+        ["--run", str(copy), "--valid", "run", "--out", str(tmp_path / "b")]
+    )
+    final = result["snapshots"][-1]
+    assert (final["step"], final["model"], final["sentences"]) == (4, ".", 6)
+    # Without snapshots, the finished model alone.
+    shutil.rmtree(copy / "snapshots")
+    assert [(s, f.name) for s, f in script.step_snapshots(copy)] == [(4, "run")]
 
 
 @pytest.mark.slow
