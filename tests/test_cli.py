@@ -228,6 +228,20 @@ def test_data_dir_overrides_the_recipes(tmp_path, capsys, monkeypatch):
     assert _snapshot(tmp_path) == before
 
 
+def test_seed_overrides_the_recipes(tmp_path, capsys, monkeypatch):
+    path = _recipe(tmp_path)
+    _error(capsys, ["train", "--config", str(path), "--seed", "-1"], "training.seed")
+    seen = {}
+
+    def train_command(config, overrides, **kwargs):
+        seen.update(overrides)
+        return {"steps": 0}
+
+    monkeypatch.setattr("keras_transformer.jobs.train.train_command", train_command)
+    assert cli.main(["train", "--config", str(path), "--seed", "3"]) == 0
+    assert seen == {"training.seed": 3}
+
+
 def test_a_run_of_another_recipe_or_a_foreign_directory_is_refused(tmp_path, capsys):
     out = tmp_path / "run"
     out.mkdir()
