@@ -156,7 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--steps", type=_positive_int, help="overrides training.steps")
     train.add_argument(
-        "--seed", type=int, help="overrides training.seed (weights, dropout, data order)"
+        "--seed",
+        type=int,
+        help="overrides training.seed (weights, dropout, data order)",
     )
     train.add_argument(
         "--overwrite",
