@@ -455,6 +455,7 @@ def _train(
         if progress is not None:
             progress.close()
     minutes = (time.monotonic() - start) / 60
+    trained_minutes = budget.elapsed_minutes  # (choosing the final model is not)
     steps = int(model.optimizer.iterations.numpy())
     if diverged.step is not None:
         kept = checkpoints.checkpoints
@@ -515,7 +516,7 @@ def _train(
             tokenizer.save(folder / TOKENIZER_DIR)
     return {
         "steps": steps,
-        "minutes": round(budget.elapsed_minutes, 2),
+        "minutes": round(trained_minutes, 2),
         "minutes_this_run": round(minutes, 2),
         "resumed_from_step": resumed_from,
         "epochs_run": len(log.history.get("loss", [])),

@@ -181,6 +181,28 @@ def test_the_final_model_is_the_best_candidate_on_validation(tmp_path):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.slow
+def test_minutes_count_training_not_choosing_the_final_model(tmp_path, monkeypatch):
+    import time
+
+    import keras_transformer.jobs.train as train
+
+    def slow_choice(*args, **kwargs):
+        time.sleep(1.5)
+        return choose_final(*args, **kwargs)
+
+    choose_final = train.choose_final
+    monkeypatch.setattr(train, "choose_final", slow_choice)
+    for suffix, lines in (("en", SOURCES), ("de", TARGETS)):
+        (tmp_path / f"valid.{suffix}").write_text("\n".join(lines) + "\n")
+    config = _config(tmp_path, steps=3, average_last=1, keep_best=1)
+    config.data.valid_files = [str(tmp_path / "valid.en"), str(tmp_path / "valid.de")]
+    summary = train_from_config(config, verbose=0, evaluate=False)
+    assert summary["final_model"]["choice"] in ("last", "best_average", "best")
+    # The budget's clock starts with `fit`, inside this run's minutes.
+    assert summary["minutes"] <= summary["minutes_this_run"]
+
+
 def _files(directory):
     return {
         str(p.relative_to(directory)): p.read_bytes() if p.is_file() else None
