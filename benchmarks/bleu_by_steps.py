@@ -176,7 +176,8 @@ def plot(result: dict, path: str) -> None:
             color="tab:gray",
             label="perplexity (epoch ends)",
         )
-        twin.set_ylabel("validation perplexity", color="tab:gray")
+        twin.set_yscale("log")  # (the first epochs' are ten times the rest)
+        twin.set_ylabel("validation perplexity (log scale)", color="tab:gray")
     axis.set_title(f"{result['run']}: {result['validation']}")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
