@@ -180,6 +180,9 @@ def check_attention_masks_as_in_keras():
 
 
 def check_fit_and_save(directory):
+    # Seeded: from some random starts the first epoch's accuracy is already
+    # the last's on these six pairs while the loss still falls.
+    keras.utils.set_random_seed(0)
     model = tiny_transformer(dropout=0.0)
     model.compile(
         optimizer=keras.optimizers.Adam(TransformerSchedule(16, warmup_steps=4)),
