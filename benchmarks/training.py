@@ -29,7 +29,10 @@ Usage (from the repository root):
 `-dynamic` feeds the same batch with its length unknown to the traced
 step, as the recipe's bucketed batches are (`make_batches`); `ours-plain-loss` computes
 the label-smoothed loss through `log_softmax` and automatic differentiation
-instead of the one-pass custom gradient); every variant trains with
+instead of the one-pass custom gradient; `ours-tf-einsum` is `ours` with
+Keras's einsum handing every equation to `tf.einsum`, to measure what
+Keras's rewrite of the projections on a static length costs); every
+variant trains with
 `keras.optimizers.Adam`;
 `--length` and `--batch-size` change the shape (the scaling runs use them).
 """
@@ -54,6 +57,9 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+# Keras's TensorFlow einsum, a private module: for `ours-tf-einsum` only.
+from keras.src.backend.tensorflow import numpy as tf_numpy  # noqa: E402
+
 from keras_transformer.losses import MaskedCrossEntropy  # noqa: E402
 from keras_transformer.models import Transformer  # noqa: E402
 
@@ -62,6 +68,7 @@ VARIANTS = (
     "ours-xla",
     "ours-plain-loss",
     "ours-dynamic",
+    "ours-tf-einsum",
     "hub",
     "hub-xla",
     "hub-dynamic",
@@ -188,10 +195,30 @@ def _patched(variant):
     token_losses = MaskedCrossEntropy._token_losses
     if variant == "ours-plain-loss":
         MaskedCrossEntropy._token_losses = _plain_token_losses
+    einsum = tf_numpy.einsum
+    if variant == "ours-tf-einsum":
+        tf_numpy.einsum = _tf_einsum
     try:
         yield
     finally:
         MaskedCrossEntropy._token_losses = token_losses
+        tf_numpy.einsum = einsum
+
+
+_keras_einsum = tf_numpy.einsum
+
+
+def _tf_einsum(subscripts, *operands, **kwargs):
+    """Keras's einsum without its static-shape rewrite.
+
+    Given no keyword arguments and fully known shapes, Keras turns
+    "abc,cde->abde" (the query, key and value projections) into
+    `tf.matmul` of a 3-D input and a 2-D kernel, a broadcasting batch
+    matmul whose kernel gradient is computed per batch row and then
+    summed. Any keyword argument sends the equation to `tf.einsum`, whose
+    kernel gradient contracts batch and length in one product.
+    """
+    return _keras_einsum(subscripts, *operands, name="einsum", **kwargs)
 
 
 def _plain_token_losses(self, y_true, y_pred):
