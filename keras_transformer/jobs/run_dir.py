@@ -230,7 +230,7 @@ PATH_KEYS = {
     "data": ("data_dir", "train_files", "valid_files", "test_files"),
     "tokenizer": ("path",),
 }
-"""The recipe's paths to its inputs, compared as paths (`a/./b/` is `a/b`)."""
+"""The recipe's paths to its inputs, compared as absolute paths."""
 
 
 def run_identity(recipe):
@@ -238,7 +238,9 @@ def run_identity(recipe):
 
     Where the run is written is not what it is: the same run is reached by
     a relative or an absolute path, with or without a trailing slash, and
-    after it was moved. The paths of its inputs are compared normalized.
+    after it was moved. The paths of its inputs are compared as absolute
+    paths (`data/`, `./data` and the same folder named from the root are
+    one input; relative ones are taken from the current directory).
     """
     if not isinstance(recipe, dict):
         return recipe
@@ -254,10 +256,10 @@ def run_identity(recipe):
         for key in keys:
             value = identity[section].get(key)
             if isinstance(value, str):
-                identity[section][key] = os.path.normpath(value)
+                identity[section][key] = os.path.abspath(value)
             elif isinstance(value, list):
                 identity[section][key] = [
-                    os.path.normpath(v) if isinstance(v, str) else v for v in value
+                    os.path.abspath(v) if isinstance(v, str) else v for v in value
                 ]
     return identity
 
