@@ -32,8 +32,7 @@ the label-smoothed loss through `log_softmax` and automatic differentiation
 instead of the one-pass custom gradient; `ours-tf-einsum` is `ours` with
 Keras's einsum handing every equation to `tf.einsum`, to measure what
 Keras's rewrite of the projections on a static length costs); every
-variant trains with
-`keras.optimizers.Adam`;
+variant trains with `keras.optimizers.Adam`;
 `--length` and `--batch-size` change the shape (the scaling runs use them).
 """
 
@@ -195,14 +194,13 @@ def _patched(variant):
     token_losses = MaskedCrossEntropy._token_losses
     if variant == "ours-plain-loss":
         MaskedCrossEntropy._token_losses = _plain_token_losses
-    einsum = tf_numpy.einsum
     if variant == "ours-tf-einsum":
         tf_numpy.einsum = _tf_einsum
     try:
         yield
     finally:
         MaskedCrossEntropy._token_losses = token_losses
-        tf_numpy.einsum = einsum
+        tf_numpy.einsum = _keras_einsum
 
 
 _keras_einsum = tf_numpy.einsum

@@ -172,3 +172,26 @@ def model_dir_with_code(directory, marker):
     keras.Model(inputs, ran(inputs)).save(directory / "model.keras")
     Path(marker).unlink()  # (written when the model was built)
     return directory
+
+
+def benchmark_script(name):
+    """`benchmarks/<name>.py` imported as a module, `os.environ` left as it was.
+
+    The scripts set TensorFlow's environment variables for their own
+    process; a test that imports one should not pass them on to the
+    processes later tests start.
+    """
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    environ = dict(os.environ)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+    return module

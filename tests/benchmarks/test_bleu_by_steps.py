@@ -1,11 +1,11 @@
 """benchmarks/bleu_by_steps.py on a tiny run with two step snapshots."""
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
 
 import pytest
+from helpers import benchmark_script
 
 from keras_transformer.config import config_from_dict
 from keras_transformer.jobs.train import train_from_config
@@ -18,11 +18,7 @@ TARGETS.append("ein Vogel")
 
 
 def _script():
-    path = ROOT / "benchmarks" / "bleu_by_steps.py"
-    spec = importlib.util.spec_from_file_location("bleu_by_steps", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("bleu_by_steps")
 
 
 @pytest.fixture(scope="module")

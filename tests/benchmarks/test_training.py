@@ -1,27 +1,9 @@
 """benchmarks/training.py: the `ours-tf-einsum` variant measures what it says."""
 
-import importlib.util
-import os
-from pathlib import Path
-
 import keras
 import numpy as np
 import tensorflow as tf
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _script():
-    environ = dict(os.environ)
-    path = ROOT / "benchmarks" / "training.py"
-    spec = importlib.util.spec_from_file_location("training_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    finally:  # the script sets TensorFlow's variables for its own process
-        os.environ.clear()
-        os.environ.update(environ)
-    return module
+from helpers import benchmark_script
 
 
 def _ops(x, kernel):
@@ -32,7 +14,7 @@ def _ops(x, kernel):
 
 
 def test_the_variant_sends_the_projection_to_tf_einsum_and_restores_keras():
-    script = _script()
+    script = benchmark_script("training")
     x = np.random.default_rng(0).normal(size=(2, 3, 4)).astype("float32")
     kernel = tf.constant(np.random.default_rng(1).normal(size=(4, 2, 5)), "float32")
     # Keras's own rewrite on a static shape: a batch matmul, no Einsum. If
