@@ -246,6 +246,12 @@ class TrainingConfig(_Section):
     warmup_steps: int = Field(4000, ge=1, description="warm-up of the schedule")
     lr_scale: float = Field(1.0, gt=0, description="multiplies the paper's rate")
     label_smoothing: float = Field(0.1, ge=0, lt=1, description="epsilon_ls")
+    weight_decay: float = Field(
+        0.0,
+        ge=0,
+        description="decoupled weight decay: each step every weight shrinks "
+        "by this times the learning rate, as in Keras's Adam (0: off, the paper)",
+    )
     epochs: int | None = Field(None, ge=1, description="stop after this many epochs")
     steps: int | None = Field(
         None, ge=1, description="... or this many optimizer steps"

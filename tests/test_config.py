@@ -119,6 +119,10 @@ def test_empty_recipe_gets_documented_defaults():
         ),
         ({"training": {"token_budget": 10}}, "training.token_budget: 10"),
         (
+            {"training": {"weight_decay": -0.01}},
+            r"training.weight_decay: -0.01 \(Input should be greater than or equal",
+        ),
+        (
             {"training": {"strategy": "multi_worker"}},
             "training.steps: None .required with strategy multi_worker",
         ),

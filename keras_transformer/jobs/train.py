@@ -355,7 +355,10 @@ def _train(
         )
         model.compile(
             optimizer=transformer_optimizer(
-                model.d_model, tr.warmup_steps, scale=tr.lr_scale
+                model.d_model,
+                tr.warmup_steps,
+                scale=tr.lr_scale,
+                weight_decay=tr.weight_decay or None,  # None: no decay op at all
             ),
             loss=MaskedCrossEntropy(label_smoothing=tr.label_smoothing),
             metrics=[MaskedAccuracy(name="accuracy"), Perplexity(name="perplexity")],

@@ -292,3 +292,27 @@ def test_snapshots_by_steps_are_model_directories_of_their_step(tmp_path):
         strict=True,
     ):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.slow
+def test_weight_decay_shrinks_every_kernel_and_the_embeddings(tmp_path):
+    # warm-up 10 on d_model 16: rates 0.0079 and 0.0158 in the two steps, so
+    # a decay of 20 takes 16% and then 32% off each weight; Adam's own
+    # updates are the same in both runs, about the rate in size.
+    models = {}
+    for decay in (0.0, 20.0):
+        folder = tmp_path / f"decay_{decay}"
+        folder.mkdir()
+        train_from_config(_config(folder, weight_decay=decay), verbose=0)
+        models[decay] = keras.models.load_model(folder / "run" / "model.keras")
+    plain, decayed = models[0.0], models[20.0]
+    assert plain.optimizer.weight_decay is None  # no decay op in the step
+    assert float(decayed.optimizer.weight_decay) == 20.0
+    matrices = [
+        (p.path, np.linalg.norm(p.numpy()), np.linalg.norm(d.numpy()))
+        for p, d in zip(plain.trainable_weights, decayed.trainable_weights, strict=True)
+        if p.path.endswith(("kernel", "embeddings"))  # biases start at 0
+    ]
+    assert len(matrices) >= 10
+    for path, norm_plain, norm_decayed in matrices:
+        assert norm_decayed < 0.8 * norm_plain, (path, norm_plain, norm_decayed)
