@@ -1,7 +1,10 @@
 """Shared checks for the tests of `keras_transformer` layers."""
 
+import importlib.util
 import inspect
 import json
+import os
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -162,8 +165,6 @@ def model_dir_with_code(directory, marker):
     Returns:
         `directory`, created.
     """
-    from pathlib import Path
-
     directory, marker = Path(directory), str(marker)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "tokenizer").mkdir(exist_ok=True)
@@ -181,10 +182,6 @@ def benchmark_script(name):
     process; a test that imports one should not pass them on to the
     processes later tests start.
     """
-    import importlib.util
-    import os
-    from pathlib import Path
-
     path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)

@@ -358,7 +358,7 @@ def _train(
                 model.d_model,
                 tr.warmup_steps,
                 scale=tr.lr_scale,
-                weight_decay=tr.weight_decay or None,  # None: no decay op at all
+                weight_decay=tr.weight_decay,
             ),
             loss=MaskedCrossEntropy(label_smoothing=tr.label_smoothing),
             metrics=[MaskedAccuracy(name="accuracy"), Perplexity(name="perplexity")],

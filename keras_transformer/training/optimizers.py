@@ -20,9 +20,11 @@ def transformer_optimizer(
         warmup_steps: Warm-up steps of the schedule (4000 in the paper).
         scale: Constant factor on the learning rate (1.0 in the paper).
         **adam_kwargs: Further arguments of Adam, such as
-            `clipnorm` or `weight_decay`. `beta_1`, `beta_2` and `epsilon`
-            given here replace the paper's values. `learning_rate` is not
-            accepted: the schedule is the point of this function.
+            `clipnorm` or `weight_decay` (decoupled; a `weight_decay` of 0
+            is left out, so the step has no decay op at all). `beta_1`,
+            `beta_2` and `epsilon` given here replace the paper's values.
+            `learning_rate` is not accepted: the schedule is the point of
+            this function.
 
     Returns:
         A `keras.optimizers.Adam` with `learning_rate` a
@@ -48,5 +50,7 @@ def transformer_optimizer(
         )
     options = {"beta_1": 0.9, "beta_2": 0.98, "epsilon": 1e-9}
     options.update(adam_kwargs)
+    if not options.get("weight_decay"):
+        options.pop("weight_decay", None)
     schedule = TransformerSchedule(d_model, warmup_steps=warmup_steps, scale=scale)
     return keras.optimizers.Adam(learning_rate=schedule, **options)

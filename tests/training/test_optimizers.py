@@ -34,6 +34,12 @@ def test_schedule_arguments_and_adam_kwargs_are_passed_on():
     assert config["clipnorm"] == 1.0
 
 
+@pytest.mark.parametrize("decay, expected", [(0.0, None), (None, None), (0.01, 0.01)])
+def test_a_weight_decay_of_zero_adds_no_decay_op(decay, expected):
+    optimizer = transformer_optimizer(d_model=64, weight_decay=decay)
+    assert optimizer.weight_decay == expected  # None: Keras skips the decay
+
+
 def test_learning_rate_argument_is_rejected():
     with pytest.raises(ValueError, match="learning_rate"):
         transformer_optimizer(d_model=64, learning_rate=1e-3)
