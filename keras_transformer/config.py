@@ -282,6 +282,12 @@ class TrainingConfig(_Section):
         description="how often the training state is written: one checkpoint "
         "resumed from, averaged and kept by snapshots",
     )
+    checkpoint_steps: int | None = Field(
+        None,
+        ge=1,
+        description="... or every this many optimizer steps instead: the same "
+        "checkpoints, last average_last's average and snapshots on any machine",
+    )
     snapshot_minutes: list[float] = Field(
         default_factory=list,
         description="keep the model after these minutes, e.g. [30, 60]: "

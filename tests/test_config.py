@@ -153,6 +153,7 @@ def test_empty_recipe_gets_documented_defaults():
         ({"training": {"minutes": float("inf")}}, "training.minutes: inf"),
         ({"evaluation": {"alpha": float("inf")}}, "evaluation.alpha: inf"),
         ({"training": {"checkpoint_minutes": float("nan")}}, "checkpoint_minutes: nan"),
+        ({"training": {"checkpoint_steps": 0}}, "checkpoint_steps: 0"),
         (
             {"training": {"snapshot_minutes": [30, float("inf")]}},
             "training.snapshot_minutes.1: inf",

@@ -23,7 +23,7 @@ In order:
    on an endless, seeded stream of epochs positioned at the state's step,
    read from the shards (`data.prepared_batches`, in memory bounded by
    `data.shuffle_buffer` whatever the corpus's size), writing a checkpoint
-   every `training.checkpoint_minutes`
+   every `training.checkpoint_minutes` (or `checkpoint_steps`)
    (`training.Checkpoints`). A loss that becomes NaN or infinite stops the
    run with `TrainingDiverged`, its last good state kept.
 5. The last checkpoints are averaged into the model, which is saved with
@@ -408,7 +408,8 @@ def _train(
     kept = max(tr.average_last, 1)
     checkpoints = Checkpoints(
         out / CHECKPOINT_DIR,
-        tr.checkpoint_minutes,
+        None if tr.checkpoint_steps else tr.checkpoint_minutes,
+        steps=tr.checkpoint_steps,
         # The averaged ones, and one to fall back to if the newest is bad.
         keep=kept + 1,
         record=lambda: {"batches_per_epoch": stats.batches, "history": log.history},

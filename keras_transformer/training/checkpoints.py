@@ -1,8 +1,8 @@
 """The training state, written on one clock with `tf.train.Checkpoint`.
 
-One mechanism serves three uses. Every `minutes`, and when training ends,
-`Checkpoints` writes `DIRECTORY/ckpt-STEP` through a
-`tf.train.CheckpointManager`. Each checkpoint holds
+One mechanism serves three uses. Every `minutes` (or every `steps`
+optimizer steps), and when training ends, `Checkpoints` writes
+`DIRECTORY/ckpt-STEP` through a `tf.train.CheckpointManager`. Each checkpoint holds
 
 - the model's weights by name: each is found again by its Keras path
   below the model (`weights/encoder/layer_0/self_attention/query/kernel`,
@@ -18,9 +18,10 @@ averaged at the end (`average_checkpoints(model, checkpoints[-5:])`), and
 what a snapshot keeps: after each of `snapshot_minutes`, and at each of
 `snapshot_steps`, the checkpoint is written and the newest `snapshot_keep`
 are hard-linked into `snapshot_dir/minute_M/` (or `step_S/`), to be averaged
-into a `model.keras` after training (`write_snapshot_model`). A snapshot by
-steps is the same model on any machine, however fast; one by minutes is
-not. Nothing swaps weights in and out of the model while it trains.
+into a `model.keras` after training (`write_snapshot_model`). With
+checkpoints every `steps`, a snapshot by steps and the last checkpoints'
+average are the same models on any machine, however fast; by minutes they
+are not. Nothing swaps weights in and out of the model while it trains.
 
 TensorFlow writes each checkpoint under a temporary name and renames it;
 the manager's `checkpoint` index is replaced atomically. A checkpoint that
@@ -203,7 +204,9 @@ class Checkpoints(keras.callbacks.Callback):
     """Writes the training state every `minutes`, at snapshots and at the end.
 
     One clock, from the first `fit` call (plus `elapsed_minutes` trained
-    before a resume), decides every write. A write due at the last batch
+    before a resume), decides every write; with `steps` instead of
+    `minutes`, the optimizer's step count does: a checkpoint at each
+    multiple of `steps`. A write due at the last batch
     of an epoch waits for the epoch's end, so its record holds the epoch's
     logs. A snapshot at a step is taken at that very step: after its batch
     (or at its epoch's end, the same step). Each checkpoint is
@@ -216,6 +219,8 @@ class Checkpoints(keras.callbacks.Callback):
     Args:
         directory: where the checkpoints go; created if needed.
         minutes: minutes between checkpoints (the paper: 10).
+        steps: optimizer steps between checkpoints, instead of `minutes`:
+            the same checkpoints on any machine, however fast.
         keep: how many checkpoints to keep: at least the number averaged
             at the end, plus one to fall back to if the newest is damaged.
         record: returns a JSON-serializable dict to save with each one.
@@ -256,7 +261,7 @@ class Checkpoints(keras.callbacks.Callback):
     def __init__(
         self,
         directory: str | os.PathLike,
-        minutes: float,
+        minutes: float | None = None,
         keep: int = 2,
         record: Callable[[], dict] | None = None,
         snapshot_minutes: Sequence[float] = (),
@@ -267,10 +272,22 @@ class Checkpoints(keras.callbacks.Callback):
         snapshots: dict | None = None,
         write: bool = True,
         best_dir: str | os.PathLike | None = None,
+        steps: int | None = None,
     ) -> None:
         super().__init__()
-        if minutes <= 0:
+        if (minutes is None) == (steps is None):
+            raise ValueError(
+                "Pass one of `minutes` and `steps`. "
+                f"Received: minutes={minutes}, steps={steps}"
+            )
+        if minutes is not None and minutes <= 0:
             raise ValueError(f"`minutes` must be > 0. Received: minutes={minutes}")
+        if steps is not None and (
+            isinstance(steps, bool) or not isinstance(steps, int) or steps < 1
+        ):
+            raise ValueError(
+                f"`steps` must be an integer >= 1. Received: steps={steps}"
+            )
         for name, value in (("keep", keep), ("snapshot_keep", snapshot_keep)):
             if value < 1:
                 raise ValueError(f"`{name}` must be >= 1. Received: {name}={value}")
@@ -297,6 +314,7 @@ class Checkpoints(keras.callbacks.Callback):
                 raise ValueError(f"`{name}` needs a `snapshot_dir`.")
         self.directory = os.fspath(directory)
         self.minutes = minutes
+        self.steps = steps
         self.keep = max(keep, snapshot_keep)
         self.record = record or dict
         self.snapshot_minutes = snapshot_minutes
@@ -309,6 +327,7 @@ class Checkpoints(keras.callbacks.Callback):
         self.best_dir = best_dir and os.fspath(best_dir)
         self._start = None
         self._last = None  # elapsed minutes at the last write
+        self._last_step = None  # and its step
         self._due_at_epoch_end = False
         self._manager = None
         self._record = None
@@ -360,7 +379,8 @@ class Checkpoints(keras.callbacks.Callback):
         if loss is not None and not math.isfinite(loss):
             self._stop_writing()  # nothing from here on is worth keeping
         elapsed = self.elapsed_minutes()
-        if self._due(elapsed) or self._pending(elapsed, self._step_if_pending()):
+        step = self._step() if self.steps else self._step_if_pending()
+        if self._due(elapsed, step) or self._pending(elapsed, step):
             if batch + 1 == (self.params or {}).get("steps"):
                 self._due_at_epoch_end = True
             else:
@@ -385,7 +405,7 @@ class Checkpoints(keras.callbacks.Callback):
         self._last = elapsed
         if not self.write:
             return
-        step = self._step()
+        step = self._last_step = self._step()
         if self._diverged or not all_finite(self.model.trainable_variables):
             self._stop_writing()
             return
@@ -421,8 +441,10 @@ class Checkpoints(keras.callbacks.Callback):
                 return self._step()
         return None
 
-    def _due(self, elapsed: float) -> bool:
-        return elapsed - self._last >= self.minutes
+    def _due(self, elapsed: float, step: int | None) -> bool:
+        if self.steps is None:
+            return elapsed - self._last >= self.minutes
+        return step % self.steps == 0 and step != self._last_step
 
     def _pending(self, elapsed: float, step: int | None) -> list[str]:
         """The labels of the snapshots due now and not taken yet."""

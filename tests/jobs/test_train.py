@@ -316,3 +316,13 @@ def test_weight_decay_shrinks_every_kernel_and_the_embeddings(tmp_path):
     assert len(matrices) >= 10
     for path, norm_plain, norm_decayed in matrices:
         assert norm_decayed < 0.8 * norm_plain, (path, norm_plain, norm_decayed)
+
+
+@pytest.mark.slow
+def test_checkpoint_steps_writes_the_state_at_multiples_of_its_steps(tmp_path):
+    # The recipe's checkpoint_minutes (10) would write only at the end.
+    config = _config(tmp_path, steps=7, average_last=3, checkpoint_steps=3)
+    summary = train_from_config(config, verbose=0, evaluate=False)
+    written = checkpoint_prefixes(tmp_path / "run" / "checkpoints")
+    assert [p.rsplit("/", 1)[1] for p in written] == ["ckpt-3", "ckpt-6", "ckpt-7"]
+    assert summary["averaged_checkpoints"] == 3

@@ -173,6 +173,37 @@ def test_callback_writes_on_its_clock_and_keeps_the_newest(tmp_path, monkeypatch
     assert len(records) == 3
 
 
+def test_checkpoints_by_steps_fall_on_the_same_steps_on_any_clock(
+    tmp_path, monkeypatch
+):
+    written = {}
+    # A clock that stands still would never write by minutes; one that
+    # moves an hour per read, after every batch.
+    for seconds in (0.0, 3600.0):
+        monkeypatch.setattr(checkpoints, "_clock", _Clock(seconds))
+        callback = Checkpoints(tmp_path / str(seconds), steps=3, keep=9)
+        _dense().fit(X, Y, batch_size=1, epochs=2, verbose=0, callbacks=[callback])
+        written[seconds] = [os.path.basename(p) for p in callback.checkpoints]
+    # 16 steps: each multiple of 3, and the end.
+    expected = ["ckpt-3", "ckpt-6", "ckpt-9", "ckpt-12", "ckpt-15", "ckpt-16"]
+    assert written[0.0] == written[3600.0] == expected
+    # Resumed after the first epoch (step 8), it writes at the same steps.
+    model = _dense()
+    for epoch in range(2):
+        callback = Checkpoints(tmp_path / "resumed", steps=3, keep=9)
+        model.fit(X, Y, batch_size=1, verbose=0, callbacks=[callback])
+        assert callback.checkpoints[-1].endswith(f"-{8 * (epoch + 1)}")
+    assert [os.path.basename(p) for p in callback.checkpoints] == [
+        "ckpt-3",
+        "ckpt-6",
+        "ckpt-8",
+        "ckpt-9",
+        "ckpt-12",
+        "ckpt-15",
+        "ckpt-16",
+    ]
+
+
 def test_a_write_due_at_an_epochs_last_batch_waits_for_its_logs(tmp_path):
     seen = []
 
@@ -191,6 +222,11 @@ def test_a_write_due_at_an_epochs_last_batch_waits_for_its_logs(tmp_path):
 def test_invalid_arguments_are_named(tmp_path):
     for kwargs, name in (
         ({"minutes": 0}, "minutes"),
+        ({}, "minutes` and `steps"),
+        ({"minutes": 1, "steps": 2}, "minutes` and `steps"),
+        ({"steps": 0}, "steps"),
+        ({"steps": 1.5}, "steps"),
+        ({"steps": True}, "steps"),
         ({"minutes": 1, "keep": 0}, "keep"),
         ({"minutes": 1, "snapshot_minutes": [-1]}, "snapshot_minutes"),
         ({"minutes": 1, "snapshot_minutes": [1]}, "snapshot_dir"),
