@@ -211,6 +211,7 @@ def _run(args: argparse.Namespace) -> None:
             "data.data_dir": args.data_dir,
             "training.minutes": args.minutes,
             "training.steps": args.steps,
+            "training.checkpoint_steps": args.checkpoint_steps,
             "training.seed": args.seed,
         }
         with contextlib.redirect_stdout(sys.stderr):

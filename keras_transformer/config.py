@@ -285,8 +285,9 @@ class TrainingConfig(_Section):
     checkpoint_steps: int | None = Field(
         None,
         ge=1,
-        description="... or every this many optimizer steps instead: the same "
-        "checkpoints, last average_last's average and snapshots on any machine",
+        description="... or every this many optimizer steps instead: an "
+        "uninterrupted run by steps then averages the same checkpoints on any "
+        "machine",
     )
     snapshot_minutes: list[float] = Field(
         default_factory=list,

@@ -156,6 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--steps", type=_positive_int, help="overrides training.steps")
     train.add_argument(
+        "--checkpoint-steps",
+        type=_positive_int,
+        help="overrides training.checkpoint_steps: a checkpoint every N steps, "
+        "so a run by steps averages the same ones on any machine",
+    )
+    train.add_argument(
         "--seed",
         type=int,
         help="overrides training.seed (weights, dropout, data order)",

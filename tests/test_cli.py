@@ -157,6 +157,10 @@ def test_verbose_before_or_after_the_command(argv, verbose):
     [
         (["train", "--config", "C", "--steps", "0"], ["--steps", "got 0"]),
         (["train", "--config", "C", "--steps", "2.5"], ["--steps", "'2.5'"]),
+        (
+            ["train", "--config", "C", "--checkpoint-steps", "0"],
+            ["--checkpoint-steps", "got 0"],
+        ),
         (["train", "--config", "C", "--minutes", "x"], ["--minutes"]),
         (["translate", "--model", "M", "--beam", "0"], ["--beam", "got 0"]),
         (["translate", "--model", "M", "--alpha", "-1"], ["--alpha"]),
@@ -228,7 +232,7 @@ def test_data_dir_overrides_the_recipes(tmp_path, capsys, monkeypatch):
     assert _snapshot(tmp_path) == before
 
 
-def test_seed_overrides_the_recipes(tmp_path, capsys, monkeypatch):
+def test_seed_and_checkpoint_steps_override_the_recipes(tmp_path, capsys, monkeypatch):
     path = _recipe(tmp_path)
     _error(capsys, ["train", "--config", str(path), "--seed", "-1"], "training.seed")
     seen = {}
@@ -240,6 +244,10 @@ def test_seed_overrides_the_recipes(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("keras_transformer.jobs.train.train_command", train_command)
     assert cli.main(["train", "--config", str(path), "--seed", "3"]) == 0
     assert seen == {"training.seed": 3}
+    seen.clear()
+    argv = ["train", "--config", str(path), "--checkpoint-steps", "184"]
+    assert cli.main(argv) == 0
+    assert seen == {"training.checkpoint_steps": 184}
 
 
 def test_a_run_of_another_recipe_or_a_foreign_directory_is_refused(tmp_path, capsys):

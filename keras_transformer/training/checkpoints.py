@@ -19,9 +19,11 @@ what a snapshot keeps: after each of `snapshot_minutes`, and at each of
 `snapshot_steps`, the checkpoint is written and the newest `snapshot_keep`
 are hard-linked into `snapshot_dir/minute_M/` (or `step_S/`), to be averaged
 into a `model.keras` after training (`write_snapshot_model`). With
-checkpoints every `steps`, a snapshot by steps and the last checkpoints'
-average are the same models on any machine, however fast; by minutes they
-are not. Nothing swaps weights in and out of the model while it trains.
+checkpoints every `steps`, an uninterrupted run's snapshots by steps and
+last checkpoints' average are the same models on any machine, however
+fast; by minutes they are not. (A run stopped and resumed also has the
+checkpoint of the step it stopped at.) Nothing swaps weights in and out
+of the model while it trains.
 
 TensorFlow writes each checkpoint under a temporary name and renames it;
 the manager's `checkpoint` index is replaced atomically. A checkpoint that
@@ -201,12 +203,12 @@ def snapshot_label(minute: float | None = None, step: int | None = None) -> str:
 
 
 class Checkpoints(keras.callbacks.Callback):
-    """Writes the training state every `minutes`, at snapshots and at the end.
+    """Writes the training state every `minutes` or `steps`, at snapshots, at the end.
 
     One clock, from the first `fit` call (plus `elapsed_minutes` trained
-    before a resume), decides every write; with `steps` instead of
-    `minutes`, the optimizer's step count does: a checkpoint at each
-    multiple of `steps`. A write due at the last batch
+    before a resume), decides the writes by minutes; with `steps` instead
+    of `minutes`, the optimizer's step count decides the regular ones: a
+    checkpoint at each multiple of `steps`. A write due at the last batch
     of an epoch waits for the epoch's end, so its record holds the epoch's
     logs. A snapshot at a step is taken at that very step: after its batch
     (or at its epoch's end, the same step). Each checkpoint is
@@ -277,7 +279,7 @@ class Checkpoints(keras.callbacks.Callback):
         super().__init__()
         if (minutes is None) == (steps is None):
             raise ValueError(
-                "Pass one of `minutes` and `steps`. "
+                "Pass exactly one of `minutes` and `steps`. "
                 f"Received: minutes={minutes}, steps={steps}"
             )
         if minutes is not None and minutes <= 0:
@@ -349,6 +351,8 @@ class Checkpoints(keras.callbacks.Callback):
         if self._start is None:
             self._start = _clock()
             self._last = self.elapsed_before
+        if self.steps:
+            self._last_step = self._step()  # (resumed: the restored step)
         self._due_at_epoch_end = False
         self.finish_snapshots()
         step = self._step_if_pending()
@@ -403,9 +407,9 @@ class Checkpoints(keras.callbacks.Callback):
         if elapsed is None:
             elapsed = self.elapsed_minutes()
         self._last = elapsed
+        step = self._last_step = self._step()
         if not self.write:
             return
-        step = self._last_step = self._step()
         if self._diverged or not all_finite(self.model.trainable_variables):
             self._stop_writing()
             return
@@ -444,7 +448,9 @@ class Checkpoints(keras.callbacks.Callback):
     def _due(self, elapsed: float, step: int | None) -> bool:
         if self.steps is None:
             return elapsed - self._last >= self.minutes
-        return step % self.steps == 0 and step != self._last_step
+        # A multiple of `steps` passed since the last write (the step
+        # stands still when a loss-scale optimizer skips one).
+        return step // self.steps > self._last_step // self.steps
 
     def _pending(self, elapsed: float, step: int | None) -> list[str]:
         """The labels of the snapshots due now and not taken yet."""

@@ -204,6 +204,32 @@ def test_checkpoints_by_steps_fall_on_the_same_steps_on_any_clock(
     ]
 
 
+def test_a_checkpoint_by_steps_is_written_once_per_multiple(tmp_path):
+    epochs = []
+
+    class Log(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            epochs.append(epoch)
+
+    records = []
+    callback = Checkpoints(
+        tmp_path, steps=4, keep=9, record=lambda: records.append(len(epochs)) or {}
+    )
+    model = _dense()
+    model.fit(X, Y, batch_size=1, epochs=2, verbose=0, callbacks=[Log(), callback])
+    # Step 4; step 8, the first epoch's last, after its logs; step 12;
+    # step 16 at the second epoch's end, and again at the end of training.
+    assert records == [0, 1, 1, 2, 2]
+    # A step that stands still (a loss-scale optimizer skipped the update)
+    # writes nothing again; a jump past a multiple writes.
+    callback.on_train_batch_end(0)
+    model.optimizer.iterations.assign(21)
+    callback.on_train_batch_end(0)
+    callback.on_train_batch_end(0)
+    assert records == [0, 1, 1, 2, 2, 2]
+    assert callback.checkpoints[-1].endswith("-21")
+
+
 def test_a_write_due_at_an_epochs_last_batch_waits_for_its_logs(tmp_path):
     seen = []
 
