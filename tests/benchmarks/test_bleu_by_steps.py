@@ -7,59 +7,17 @@ from pathlib import Path
 import pytest
 from helpers import benchmark_script
 
-from keras_transformer.config import config_from_dict
-from keras_transformer.jobs.train import train_from_config
-
 ROOT = Path(__file__).resolve().parents[2]
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
-SOURCES = ["one cat", "two cats", "three dogs", "a dog", "four birds", "one bird"]
-TARGETS = ["eine Katze", "zwei Katzen", "drei Hunde", "ein Hund", "vier Vögel"]
-TARGETS.append("ein Vogel")
 
 
 def _script():
     return benchmark_script("bleu_by_steps")
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """Four steps of a tiny model, snapshots at steps 2 and 4."""
-    folder = tmp_path_factory.mktemp("bleu_by_steps")
-    for split, repeat in (("train", 4), ("valid", 1)):
-        for suffix, lines in (("en", SOURCES), ("de", TARGETS)):
-            path = folder / f"{split}.{suffix}"
-            path.write_text("\n".join(lines * repeat) + "\n", encoding="utf-8")
-    files = {
-        f"{split}_files": [str(folder / f"{split}.en"), str(folder / f"{split}.de")]
-        for split in ("train", "valid")
-    }
-    config = config_from_dict(
-        {
-            "data": {"corpus": "files", "max_length": 16, **files},
-            "tokenizer": {"vocab_size": 300},
-            "model": {
-                "overrides": {
-                    "num_layers": 1,
-                    "d_model": 16,
-                    "num_heads": 2,
-                    "d_ff": 32,
-                    "max_length": 24,
-                }
-            },
-            "training": {
-                "steps": 4,
-                "token_budget": 64,
-                "warmup_steps": 10,
-                "average_last": 1,
-                "keep_best": 0,
-                "snapshot_steps": [2, 4],
-            },
-            "evaluation": {"beam_size": 2, "alpha": 0.3},
-            "output_dir": str(folder / "run"),
-        }
-    )
-    train_from_config(config, verbose=0, evaluate=False)
-    return folder / "run"
+def _valid_sentences(run):
+    """The tiny run's validation sentences (`conftest.run` writes them)."""
+    return (run.parent / "valid.en").read_text(encoding="utf-8").splitlines()
 
 
 @pytest.mark.slow
@@ -73,7 +31,8 @@ def test_scores_each_step_snapshot_on_the_runs_validation_split(run, tmp_path):
         (4, "snapshots/step_4"),
     ]
     assert all(0 <= row["bleu"] <= 100 for row in result["snapshots"])
-    assert all(row["sentences"] == len(SOURCES) for row in result["snapshots"])
+    sentences = len(_valid_sentences(run))
+    assert all(row["sentences"] == sentences for row in result["snapshots"])
     # The run's search, and its validation perplexity at each epoch's end.
     assert (result["beam_size"], result["alpha"]) == (2, 0.3)
     assert result["valid_perplexity"]
