@@ -52,7 +52,7 @@ def length_penalty_sweep(
     sources, references = validation_pairs(runs[0], valid, data_dir)
     sources, references = sources[:limit], references[:limit]
     scores = {}
-    for name, run in zip(names, runs):
+    for name, run in zip(names, runs, strict=True):
         beam = beam_size or search_settings(run)["beam_size"]
         scores[name] = {}
         for alpha in alphas:
