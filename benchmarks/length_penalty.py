@@ -3,8 +3,9 @@
 A recipe's `evaluation.alpha` is chosen on the validation split. This
 script translates it with each run's model once per alpha, as `evaluate`
 does (the beam size of the run's recipe unless `--beam`), and writes
-`OUT.json`: BLEU and chrF per run and alpha, the mean BLEU over the runs
-per alpha and the alpha with the best mean. The same table goes to stdout.
+`OUT.json`: BLEU, chrF and BLEU's length ratio and brevity penalty per run
+and alpha, the mean BLEU over the runs per alpha and the alpha with the
+best mean. The same table goes to stdout.
 
 The validation split is Multi30k `val` (1014 sentences) from `--data`, or,
 with `--valid run`, the validation split of the first run's recipe.
@@ -81,7 +82,7 @@ def length_penalty_sweep(
 
 
 def table(result: dict) -> str:
-    """A Markdown table: BLEU (chrF) per alpha and run, the mean BLEU last."""
+    """A Markdown table: per alpha and run BLEU (chrF, length ratio), mean last."""
     runs = result["runs"]
     lines = [
         "| alpha | " + " | ".join(runs) + " | mean BLEU |",
@@ -89,7 +90,8 @@ def table(result: dict) -> str:
     ]
     for alpha, mean in result["mean_bleu"].items():
         cells = [
-            "{bleu} ({chrf})".format(**result["scores"][run][alpha]) for run in runs
+            "{bleu} ({chrf}, {length_ratio})".format(**result["scores"][run][alpha])
+            for run in runs
         ]
         best = float(alpha) == result["best_alpha"]
         mean_cell = f"**{mean}**" if best else str(mean)

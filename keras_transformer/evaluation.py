@@ -12,13 +12,17 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
 
     Scores are computed on detokenized, cased text with sacrebleu's default
     13a tokenization, so they compare with published sacreBLEU numbers.
+    BLEU's length ratio (hypothesis tokens over reference tokens) and
+    brevity penalty come with it: a length penalty `alpha` that raises
+    BLEU only through them fits the references' length, not the n-grams.
 
     Args:
         hypotheses: one translation per line.
         references: one reference per line, aligned with `hypotheses`.
 
     Returns:
-        `{"bleu": float, "chrf": float, "bleu_signature": str,
+        `{"bleu": float, "chrf": float, "length_ratio": float,
+        "brevity_penalty": float, "bleu_signature": str,
         "chrf_signature": str, "sentences": int}`.
 
     Raises:
@@ -29,6 +33,9 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
     >>> s = score_translations(["Ein Mann fährt Rad ."], ["Ein Mann fährt Rad ."])
     >>> s["bleu"], s["chrf"]
     (100.0, 100.0)
+    >>> s = score_translations(["Ein Mann fährt"], ["Ein Mann fährt Rad ."])
+    >>> s["length_ratio"], s["brevity_penalty"]  # 3 tokens of 5; exp(1 - 5/3)
+    (0.6, 0.5134)
     """
     hypotheses, references = list(hypotheses), list(references)
     if len(hypotheses) != len(references):
@@ -45,6 +52,8 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
     return {
         "bleu": round(bleu_score.score, 2),
         "chrf": round(chrf_score.score, 2),
+        "length_ratio": round(bleu_score.sys_len / bleu_score.ref_len, 4),
+        "brevity_penalty": round(bleu_score.bp, 4),
         "bleu_signature": str(bleu.get_signature()),
         "chrf_signature": str(chrf.get_signature()),
         "sentences": len(hypotheses),
