@@ -1,11 +1,11 @@
 """Validation BLEU of trained runs for several length penalties (alpha).
 
 A recipe's `evaluation.alpha` is chosen on the validation split. This
-script translates it with each run's model once per alpha, as `evaluate`
-does (the beam size of the run's recipe unless `--beam`), and writes
-`OUT.json`: BLEU, chrF and BLEU's length ratio and brevity penalty per run
-and alpha, the mean BLEU over the runs per alpha and the alpha with the
-best mean. The same table goes to stdout.
+script translates that split with each run's model once per alpha, as
+`evaluate` does (the beam size of the run's recipe unless `--beam`), and writes
+`OUT.json`: `evaluate`'s scores (BLEU, chrF, BLEU's length ratio, brevity
+penalty and precisions) per run and alpha, the mean BLEU over the runs per
+alpha and the alpha with the best mean. The same table goes to stdout.
 
 The validation split is Multi30k `val` (1014 sentences) from `--data`, or,
 with `--valid run`, the validation split of the first run's recipe.
@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error(f"--alphas: {args.alphas} holds a negative value")
     if args.beam is not None and args.beam < 1:
         parser.error(f"--beam: {args.beam} (at least 1)")
+    if args.limit is not None and args.limit < 1:
+        parser.error(f"--limit: {args.limit} (at least 1)")
     result = length_penalty_sweep(
         args.run, args.alphas, args.out, args.beam, args.valid, args.data, args.limit
     )

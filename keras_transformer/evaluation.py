@@ -12,9 +12,10 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
 
     Scores are computed on detokenized, cased text with sacrebleu's default
     13a tokenization, so they compare with published sacreBLEU numbers.
-    BLEU's length ratio (hypothesis tokens over reference tokens) and
-    brevity penalty come with it: a length penalty `alpha` that raises
-    BLEU only through them fits the references' length, not the n-grams.
+    BLEU's length ratio (hypothesis tokens over reference tokens), brevity
+    penalty and n-gram precisions come with it: a length penalty `alpha`
+    that raises BLEU through the brevity penalty while the precisions fall
+    fits the references' length, not the n-grams.
 
     Args:
         hypotheses: one translation per line.
@@ -22,7 +23,8 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
 
     Returns:
         `{"bleu": float, "chrf": float, "length_ratio": float,
-        "brevity_penalty": float, "bleu_signature": str,
+        "brevity_penalty": float, "precisions": [float] * 4 (1- to 4-grams,
+        percent), "bleu_signature": str,
         "chrf_signature": str, "sentences": int}`.
 
     Raises:
@@ -36,6 +38,8 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
     >>> s = score_translations(["Ein Mann fährt"], ["Ein Mann fährt Rad ."])
     >>> s["length_ratio"], s["brevity_penalty"]  # 3 tokens of 5; exp(1 - 5/3)
     (0.6, 0.5134)
+    >>> s["precisions"]  # no 4-gram in 3 tokens
+    [100.0, 100.0, 100.0, 0.0]
     """
     hypotheses, references = list(hypotheses), list(references)
     if len(hypotheses) != len(references):
@@ -52,8 +56,9 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
     return {
         "bleu": round(bleu_score.score, 2),
         "chrf": round(chrf_score.score, 2),
-        "length_ratio": round(bleu_score.sys_len / bleu_score.ref_len, 4),
+        "length_ratio": round(bleu_score.ratio, 4),  # 0 without reference tokens
         "brevity_penalty": round(bleu_score.bp, 4),
+        "precisions": [round(p, 2) for p in bleu_score.precisions],
         "bleu_signature": str(bleu.get_signature()),
         "chrf_signature": str(chrf.get_signature()),
         "sentences": len(hypotheses),

@@ -32,7 +32,18 @@ def test_length_ratio_and_brevity_penalty_count_13a_tokens():
 def test_bleu_is_the_brevity_penalty_times_the_precisions_mean():
     # One sentence of 5 tokens against 6: every n-gram of it matches.
     scores = score_translations(["Zwei Hunde spielen im Schnee"], [REFERENCES[1]])
+    assert scores["length_ratio"] == round(5 / 6, 4)
+    assert scores["brevity_penalty"] == round(math.exp(1 - 6 / 5), 4)
+    assert scores["precisions"] == [100.0] * 4
     assert scores["bleu"] == round(100 * math.exp(1 - 6 / 5), 2)
+    # 4 of 4 unigrams, 2 of 3 bigrams: the precisions are read per order.
+    gap = score_translations(["Zwei Hunde im Schnee"], [REFERENCES[1]])
+    assert gap["precisions"][:2] == [100.0, 66.67]
+
+
+def test_empty_references_score_zero():
+    scores = score_translations([""], [""])
+    assert (scores["bleu"], scores["length_ratio"]) == (0.0, 0.0)
 
 
 def test_bad_input_is_named():

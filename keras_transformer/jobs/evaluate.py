@@ -1,8 +1,9 @@
 """`keras-transformer evaluate`: sacrebleu BLEU and chrF of a trained model.
 
 The sources are translated as `translate` does (the exported translator when
-there is one, any beam size), with a progress bar on stderr; the scores and
-their sacrebleu signatures are returned.
+there is one, any beam size), with a progress bar on stderr; the scores,
+BLEU's length ratio, brevity penalty and precisions, and the sacrebleu
+signatures are returned (`evaluation.score_translations`).
 """
 
 from __future__ import annotations

@@ -12,8 +12,11 @@ TARGETS.append("ein Vogel")
 
 @pytest.fixture(scope="session")
 def run(tmp_path_factory):
-    """Four steps of a tiny model, snapshots at steps 2 and 4."""
-    folder = tmp_path_factory.mktemp("bleu_by_steps")
+    """Four steps of a tiny model, snapshots at steps 2 and 4.
+
+    Shared by the whole session: a test that changes it works on a copy.
+    """
+    folder = tmp_path_factory.mktemp("tiny_run")
     for split, repeat in (("train", 4), ("valid", 1)):
         for suffix, lines in (("en", SOURCES), ("de", TARGETS)):
             path = folder / f"{split}.{suffix}"

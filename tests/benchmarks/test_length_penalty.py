@@ -31,17 +31,39 @@ def test_scores_each_model_at_each_alpha_as_evaluate_does(script, run, tmp_path)
     for name, folder in (("run", run), ("step_2", step_2)):
         for alpha in (0.0, 4.0):
             expected = evaluate_files(folder, *valid, beam_size=2, alpha=alpha)
-            got = result["scores"][name][f"{alpha:g}"]
-            assert got["beam_size"] == 2  # the run's recipe's
-            assert (got["bleu"], got["chrf"]) == (expected["bleu"], expected["chrf"])
-    for alpha, mean in result["mean_bleu"].items():
-        both = [result["scores"][name][alpha]["bleu"] for name in result["runs"]]
-        assert mean == pytest.approx(sum(both) / 2, abs=1e-3)
-    best = max(result["mean_bleu"].values())
-    assert result["mean_bleu"][f"{result['best_alpha']:g}"] == best
-    rows = script.table(result).splitlines()
-    assert rows[0] == "| alpha | run | step_2 | mean BLEU |"
-    assert sum("**" in row for row in rows) == 1
+            # the run's recipe's beam, and evaluate's scores
+            assert result["scores"][name][f"{alpha:g}"] == {"beam_size": 2, **expected}
+
+
+def test_the_mean_over_runs_picks_the_best_alpha(script, tmp_path, monkeypatch):
+    # Scores made up per run and alpha: the tiny model's do not vary.
+    bleu = {("a", 1.0): 30.0, ("a", 2.0): 33.0, ("b", 1.0): 32.0, ("b", 2.0): 27.0}
+
+    def made_up(folder, sources, references, search):
+        score = bleu[(folder.name, search["alpha"])]
+        return {"bleu": score, "chrf": score + 20, "length_ratio": search["alpha"]}
+
+    monkeypatch.setattr(script, "score_snapshot", made_up)
+    monkeypatch.setattr(script, "validation_pairs", lambda *_: (["x"], ["y"]))
+    monkeypatch.setattr(
+        "keras_transformer.jobs.run_dir.search_settings", lambda run: {"beam_size": 4}
+    )
+    runs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    result = script.length_penalty_sweep(runs, [1.0, 2.0], str(tmp_path / "out"))
+    assert result["mean_bleu"] == {"1": 31.0, "2": 30.0}
+    assert result["best_alpha"] == 1.0
+    assert result["scores"]["b"]["2"] == {
+        "beam_size": 4,
+        "bleu": 27.0,
+        "chrf": 47.0,
+        "length_ratio": 2.0,
+    }
+    assert script.table(result).splitlines() == [
+        "| alpha | a | b | mean BLEU |",
+        "|---|---|---|---|",
+        "| 1 | 30.0 (50.0, 1.0) | 32.0 (52.0, 1.0) | **31.0** |",
+        "| 2 | 33.0 (53.0, 2.0) | 27.0 (47.0, 2.0) | 30.0 |",
+    ]
 
 
 @pytest.mark.slow
@@ -78,6 +100,9 @@ def test_bad_arguments_are_named(script, tmp_path, capsys):
     with pytest.raises(SystemExit):
         script.main(["--run", str(run), "--alphas", "1", "--beam", "0"])
     assert "--beam: 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        script.main(["--run", str(run), "--alphas", "1", "--limit", "0"])
+    assert "--limit: 0" in capsys.readouterr().err
     twin = tmp_path / "other" / run.name
     with pytest.raises(SystemExit, match="two runs share a folder name"):
         script.main(["--run", str(run), "--run", str(twin), "--alphas", "1"])
