@@ -22,6 +22,20 @@ OUTPUT_OPTIONS = {"--out", "--output", "--logdir", "--work"}
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
+def _written_here(path: str) -> bool:
+    """A path inside the checkout that git should ignore.
+
+    Left out: none, placeholders (`$M/translator`), absolute paths, and
+    `benchmarks/results/`, which holds the results the docs cite: committed,
+    not ignored.
+    """
+    return (
+        bool(path)
+        and "$" not in path
+        and not path.startswith(("/", "benchmarks/results/"))
+    )
+
+
 def _default(node, constants):
     """The path an argparse `default=` gives, relative to the repository root.
 
@@ -69,12 +83,7 @@ def _argparse_outputs():
             for keyword in node.keywords:
                 if keyword.arg == "default":
                     paths.add(_default(keyword.value, constants))
-    # benchmarks/results/ holds the results the docs cite: committed, not ignored.
-    return {
-        path
-        for path in paths
-        if path and not path.startswith(("/", "benchmarks/results/"))
-    }
+    return {path for path in paths if _written_here(path)}
 
 
 def _recipe_outputs():
@@ -103,7 +112,7 @@ def _tutorial_outputs():
 def _documented_outputs():
     """Output folders of the commands in the README and docs (not the archive).
 
-    Placeholders (`$M/translator`) and absolute paths are left out.
+    Only the paths `_written_here` keeps.
     """
     paths = set()
     for doc in DOCS:
@@ -111,10 +120,7 @@ def _documented_outputs():
             continue
         for block in re.findall(r"```bash\n(.*?)```", doc.read_text(), re.S):
             for path in re.findall(r"--(?:out|output|logdir)[ =](\S+)", block):
-                # benchmarks/results/ is committed, as for the scripts.
-                if "$" not in path and not path.startswith(
-                    ("/", "benchmarks/results/")
-                ):
+                if _written_here(path):
                     paths.add(path.rstrip("/"))
     return paths
 
