@@ -31,7 +31,9 @@ step, as the recipe's bucketed batches are (`make_batches`); `ours-plain-loss` c
 the label-smoothed loss through `log_softmax` and automatic differentiation
 instead of the one-pass custom gradient; `ours-tf-einsum` is `ours` with
 Keras's einsum handing every equation to `tf.einsum`, to measure what
-Keras's rewrite of the projections on a static length costs); every
+Keras's rewrite of the projections on a static length costs;
+`ours-attention-dropout-dynamic` is `ours-dynamic` with dropout 0.1 on the
+attention weights, `attention_dropout`); every
 variant trains with `keras.optimizers.Adam`;
 `--length` and `--batch-size` change the shape (the scaling runs use them).
 """
@@ -68,6 +70,7 @@ VARIANTS = (
     "ours-plain-loss",
     "ours-dynamic",
     "ours-tf-einsum",
+    "ours-attention-dropout-dynamic",
     "hub",
     "hub-xla",
     "hub-dynamic",
@@ -97,7 +100,7 @@ def matmul_parameters(vocab, d_model, d_ff, layers) -> int:
     return encoder + decoder + vocab * d_model
 
 
-def ours(args):
+def ours(args, attention_dropout=0.0):
     model = Transformer(
         vocab_size=args.vocab,
         num_layers=args.layers,
@@ -105,6 +108,7 @@ def ours(args):
         num_heads=args.heads,
         d_ff=args.d_ff,
         dropout=0.1,
+        attention_dropout=attention_dropout,
         max_length=max(args.length, 32),
     )
     return model, MaskedCrossEntropy(label_smoothing=0.1)
@@ -150,8 +154,10 @@ def batch(args):
 def prepare(variant, args):
     """The compiled model of `variant`, warmed up, and its `fit` data."""
     keras.utils.set_random_seed(0)
-    build = ours if variant.startswith("ours") else hub
-    model, loss = build(args)
+    if variant.startswith("ours"):
+        model, loss = ours(args, 0.1 if "attention-dropout" in variant else 0.0)
+    else:
+        model, loss = hub(args)
     model.compile(
         optimizer=keras.optimizers.Adam(1e-4, beta_2=0.98, epsilon=1e-9),
         loss=loss,
