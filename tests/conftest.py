@@ -30,9 +30,8 @@ def _seed():
     keras.utils.set_random_seed(1234)
 
 
-@pytest.fixture(scope="session")
-def backend_path(tmp_path_factory, request):
-    backend = request.param
+def _install(backend, tmp_path_factory):
+    """The backend's pinned packages, in a folder for `PYTHONPATH`."""
     target = tmp_path_factory.mktemp(backend)
     result = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
@@ -44,4 +43,23 @@ def backend_path(tmp_path_factory, request):
     if backend == "torch" and "No matching distribution" in result.stderr:
         pytest.skip(NO_CPU_TORCH)
     assert result.returncode == 0, f"pip could not install {backend}: {result.stderr}"
-    return backend, target
+    return target
+
+
+# One fixture per backend, so each installs once a session (one fixture
+# parametrized over both would install again whenever the backend changes).
+@pytest.fixture(scope="session")
+def jax_packages(tmp_path_factory):
+    return _install("jax", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def torch_packages(tmp_path_factory):
+    return _install("torch", tmp_path_factory)
+
+
+@pytest.fixture
+def backend_path(request):
+    """(backend, the folder holding its packages); parametrized indirectly."""
+    backend = request.param
+    return backend, request.getfixturevalue(f"{backend}_packages")

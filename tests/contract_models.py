@@ -162,7 +162,12 @@ def save(directory):
         x = _data(kinds, FIT_LENGTH, seed=i)
         inputs = x if len(x) > 1 else x[0]
         prediction = model.predict(inputs, verbose=0)
+        # One eager epoch: tracing a training step per case was most of this
+        # script's time; predictions, here and after reloading, run compiled
+        # (compiled training is tested in tests/models and tests/training).
+        model.run_eagerly = True
         model.fit(inputs, np.zeros_like(prediction), epochs=1, verbose=0)
+        model.run_eagerly = False
         arrays = {f"x{j}": a for j, a in enumerate(x)}
         arrays["y"] = model.predict(inputs, verbose=0)
         if varies:

@@ -243,20 +243,28 @@ def test_a_signal_saves_the_state_and_the_rerun_resumes_exactly(
         (out / "summary.json").read_text()
     ).get("finished")
     # However fast the steps were, the reference trains as many as the
-    # resumed run ends with.
+    # resumed run ends with; the two run at once.
     total = str(saved + 20)
-    subprocess.run(
-        [*command, "--config", str(reference_recipe), "--steps", total],
-        env=_env(),
-        check=True,
-    )
-    resumed = subprocess.run(
-        [*command, "--config", str(recipe), "--steps", total],
-        env=_env(),
-        capture_output=True,
-        timeout=TIMEOUT,
-    )
-    assert resumed.returncode == 0, resumed.stderr.decode()[-3000:]
+    log = tmp_path / "reference.err"  # a file: a pipe's buffer could fill
+    with log.open("wb") as err:
+        ref = subprocess.Popen(
+            [*command, "--config", str(reference_recipe), "--steps", total],
+            env=_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        resumed = subprocess.run(
+            [*command, "--config", str(recipe), "--steps", total],
+            env=_env(),
+            capture_output=True,
+            timeout=TIMEOUT,
+        )
+        assert resumed.returncode == 0, resumed.stderr.decode()[-3000:]
+        assert ref.wait(timeout=TIMEOUT) == 0, log.read_text()[-3000:]
+    finally:
+        if ref.poll() is None:
+            ref.kill()
     res = json.loads((out / "summary.json").read_text())
     assert res["resumed_from_step"] == saved and res["steps"] == saved + 20
     for a, b in zip(_weights(reference), _weights(out), strict=True):
@@ -310,17 +318,19 @@ def _wait(processes):
 def test_killed_distributed_run_resumes_exactly(tmp_path, strategy):
     reference_recipe, reference = _recipe(tmp_path, "reference", strategy, steps=60)
     recipe, out = _recipe(tmp_path, "victim", strategy, steps=60)
-    processes = []
+    # The reference trains while the victim does, on ports of its own.
+    ports = _free_ports(4)
+    references, processes = [], []
     try:
-        processes = _run_workers(strategy, reference_recipe, _free_ports(2))
-        _wait(processes)
-        processes = _run_workers(strategy, recipe, _free_ports(2))
+        references = _run_workers(strategy, reference_recipe, ports[:2])
+        processes = _run_workers(strategy, recipe, ports[2:])
         _kill_when_past(processes, out, 25)
         _damage_newest_state(out)
         processes = _run_workers(strategy, recipe, _free_ports(2))
         _wait(processes)
+        _wait(references)
     finally:
-        for process in processes:
+        for process in references + processes:
             if process.poll() is None:
                 process.kill()
     if strategy == "mirrored":
