@@ -7,7 +7,7 @@ process:
     KERAS_BACKEND=jax python tests/contract_models.py load DIR
 
 `save` builds one model per case (layer x model style x sequence length),
-fits it one epoch, and saves it to `DIR/CASE.keras` with its inputs and
+fits it one epoch (eagerly), and saves it to `DIR/CASE.keras` with its inputs and
 outputs (`DIR/CASE.npz`). `load` loads each with `keras.models.load_model`
 (no `custom_objects`) and checks that its outputs are the same; any warning
 while loading (Keras warns, instead of failing, when it cannot build a
