@@ -90,12 +90,14 @@ def _check_layers(tmp_path, env, backend):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("install")  # both write the checkout's egg-info
 def test_a_jax_user_installs_quietly_without_tensorflow(tmp_path):
     env = _install(tmp_path, _steps("jax"))
     _check_layers(tmp_path, env, "jax")
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("install")  # both write the checkout's egg-info
 def test_a_pytorch_user_installs_quietly_without_tensorflow(tmp_path):
     # The first step is PyTorch as pytorch.org gives it for the machine
     # (download.pytorch.org, out of the test's reach): here the CPU build

@@ -65,6 +65,9 @@ def test_notebook_is_stored_executed(path):
 
 
 @pytest.mark.slow
+# One worker runs them all, in order: notebooks 6 and 7 load the model that
+# notebook 5 saves (and would train it themselves, into the same folder).
+@pytest.mark.xdist_group("notebooks")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
 def test_notebook_runs(path, tmp_path, monkeypatch):
     monkeypatch.setenv("KERAS_TRANSFORMER_FAST", "1")
