@@ -1,16 +1,20 @@
 """Test-wide setup: quiet logs, two logical CPUs, a fixed seed per test."""
 
+import atexit
 import contextlib
 import fcntl
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # The key that signs exported translators (keras_transformer.jobs.trust):
-# the tests' own, for this process and the commands it starts.
+# the tests' own, for this process and the commands it starts; removed
+# when the process ends.
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="keras_transformer_config_")
+atexit.register(shutil.rmtree, os.environ["XDG_CONFIG_HOME"], ignore_errors=True)
 
 import pytest  # noqa: E402
 from backend_packages import NO_CPU_TORCH, PACKAGES  # noqa: E402
