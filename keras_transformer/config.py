@@ -190,6 +190,12 @@ class ModelOverrides(_Section):
     attention_dropout: float | None = Field(
         None, ge=0, lt=1, description="dropout on attention weights"
     )
+    activation_dropout: float | None = Field(
+        None,
+        ge=0,
+        lt=1,
+        description="dropout inside the feed-forward networks, after the activation",
+    )
     key_dim: int | None = Field(
         None, ge=1, description="d_k = d_v per head (default: d_model / num_heads)"
     )

@@ -26,7 +26,7 @@ class DecoderLayer(TransformerLayer):
     `dropout`, `attention_dropout`, `activation`, `norm_first`,
     `layer_norm_epsilon`, `kernel_initializer`, `bias_initializer`,
     `sliding_window` (self-attention only; the cross-attention sees the whole
-    memory), `key_dim`, and `keras.layers.Layer`'s.
+    memory), `key_dim`, `activation_dropout`, and `keras.layers.Layer`'s.
 
     Call arguments:
         x: `(B, T, D)` target embeddings.

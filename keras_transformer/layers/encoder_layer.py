@@ -16,7 +16,8 @@ class EncoderLayer(TransformerLayer):
     The arguments are those of `TransformerLayer`: `num_heads`, `d_ff`,
     `dropout`, `attention_dropout`, `activation`, `norm_first`,
     `layer_norm_epsilon`, `kernel_initializer`, `bias_initializer`,
-    `sliding_window`, `key_dim`, and `keras.layers.Layer`'s.
+    `sliding_window`, `key_dim`, `activation_dropout`, and
+    `keras.layers.Layer`'s.
 
     Call arguments:
         x: `(B, S, D)`.

@@ -37,6 +37,9 @@ class TransformerLayer(keras.layers.Layer):
             attends only to positions less than `sliding_window` away.
         key_dim: d_k = d_v, the size of each attention head; default
             `d_model // num_heads` (Table 3, row B varies it alone).
+        activation_dropout: dropout rate inside the feed-forward network,
+            after its activation (0 in the paper; fairseq's
+            `--activation-dropout`).
         **kwargs: passed to `keras.layers.Layer`.
 
     Example (a layer of one residual feed-forward sublayer):
@@ -70,6 +73,7 @@ class TransformerLayer(keras.layers.Layer):
         bias_initializer="zeros",
         sliding_window=None,
         key_dim=None,
+        activation_dropout=0.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -77,6 +81,7 @@ class TransformerLayer(keras.layers.Layer):
         check_positive_int("d_ff", d_ff)
         check_rate("dropout", dropout)
         check_rate("attention_dropout", attention_dropout)
+        check_rate("activation_dropout", activation_dropout)
         if sliding_window is not None:
             check_positive_int("sliding_window", sliding_window)
         if key_dim is not None:
@@ -92,6 +97,7 @@ class TransformerLayer(keras.layers.Layer):
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.sliding_window = sliding_window
         self.key_dim = key_dim
+        self.activation_dropout = activation_dropout
         self.supports_masking = True
 
     def build(self, x_shape, memory_shape=None):
@@ -146,6 +152,7 @@ class TransformerLayer(keras.layers.Layer):
         """The built `PointwiseFeedForward` sublayer, `feed_forward`."""
         layer = PointwiseFeedForward(
             self.d_ff,
+            dropout=self.activation_dropout,
             activation=self.activation,
             kernel_initializer=clone_initializer(self.kernel_initializer, "ffn"),
             bias_initializer=clone_initializer(self.bias_initializer, "ffn"),
@@ -223,6 +230,7 @@ class TransformerLayer(keras.layers.Layer):
             bias_initializer=keras.initializers.serialize(self.bias_initializer),
             sliding_window=self.sliding_window,
             key_dim=self.key_dim,
+            activation_dropout=self.activation_dropout,
         )
         return config
 

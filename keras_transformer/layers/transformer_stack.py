@@ -25,7 +25,8 @@ class TransformerStack(TransformerLayer):
         learned_positions: learned positional embeddings instead of sinusoids.
         **kwargs: the other arguments of `TransformerLayer` (`activation`,
             `norm_first`, `layer_norm_epsilon`, `kernel_initializer`,
-            `bias_initializer`, `sliding_window`, `key_dim`) and of
+            `bias_initializer`, `sliding_window`, `key_dim`,
+            `activation_dropout`) and of
             `keras.layers.Layer`.
 
     Example (`Encoder` is this with `EncoderLayer`):

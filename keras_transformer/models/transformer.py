@@ -36,6 +36,8 @@ class Transformer(keras.Model):
             away, in the encoder and decoder self-attention; `None` = full.
         key_dim: d_k = d_v, the size of each attention head; default
             `d_model // num_heads` (Table 3, row B varies it alone).
+        activation_dropout: dropout inside the feed-forward networks, after
+            the activation (0 in the paper).
         **kwargs: passed to `keras.Model` (e.g. `name`, `dtype`).
 
     Call arguments:
@@ -74,6 +76,7 @@ class Transformer(keras.Model):
         attention_dropout=0.0,
         sliding_window=None,
         key_dim=None,
+        activation_dropout=0.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -92,6 +95,7 @@ class Transformer(keras.Model):
             norm_first=norm_first,
             sliding_window=sliding_window,
             key_dim=key_dim,
+            activation_dropout=activation_dropout,
             dtype=self.dtype_policy,
         )
         self.encoder = Encoder(name="encoder", **stack)
@@ -113,6 +117,7 @@ class Transformer(keras.Model):
         self.attention_dropout = attention_dropout
         self.sliding_window = sliding_window
         self.key_dim = key_dim
+        self.activation_dropout = activation_dropout
 
     @classmethod
     def from_preset(cls, name, vocab_size, **overrides):
@@ -279,6 +284,7 @@ class Transformer(keras.Model):
             attention_dropout=self.attention_dropout,
             sliding_window=self.sliding_window,
             key_dim=self.key_dim,
+            activation_dropout=self.activation_dropout,
         )
         quantized = {
             layer.path: layer.dtype_policy

@@ -102,6 +102,7 @@ def test_rejects_d_model_not_divisible_by_num_heads():
         ("dropout", -0.1),
         ("dropout", 1.0),
         ("attention_dropout", 1.5),
+        ("activation_dropout", -0.2),
     ],
 )
 def test_rejects_bad_hyperparameters(name, value):

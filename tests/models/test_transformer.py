@@ -115,6 +115,7 @@ def test_config_round_trip():
         norm_first=True,
         attention_dropout=0.05,
         sliding_window=3,
+        activation_dropout=0.15,
         name="translator",
     )
     config = model.get_config()
@@ -449,6 +450,35 @@ def test_key_dim_sets_the_head_size_of_every_attention():
     np.testing.assert_array_equal(np.asarray(twin((source, target_in))), logits)
     with pytest.raises(ValueError, match="key_dim"):
         tiny_model(key_dim=0)
+
+
+def test_activation_dropout_reaches_every_feed_forward_network():
+    # The only dropout on: it must act inside every layer's feed-forward
+    # network of both stacks, in training only, and come back from the config.
+    model = tiny_model(dropout=0.0, activation_dropout=0.5)
+    source, target_in = toy_batch()
+    inference = np.asarray(model((source, target_in)))
+    feed_forwards = [
+        layer
+        for layer in model._flatten_layers()
+        if type(layer).__name__ == "PointwiseFeedForward"
+    ]
+    assert len(feed_forwards) == 2 * 2
+    assert {layer.inner_dropout.rate for layer in feed_forwards} == {0.5}
+    np.testing.assert_array_equal(np.asarray(model((source, target_in))), inference)
+    trained = np.asarray(model((source, target_in), training=True))
+    assert np.max(np.abs(trained - inference)) > 1e-3
+    plain = tiny_model(dropout=0.0)
+    plain((source, target_in))
+    plain.set_weights(model.get_weights())
+    np.testing.assert_array_equal(
+        np.asarray(plain((source, target_in), training=True)), inference
+    )
+    twin = Transformer.from_config(model.get_config())
+    twin.build()
+    assert twin.decoder.layers[1].feed_forward.inner_dropout.rate == 0.5
+    with pytest.raises(ValueError, match=r"activation_dropout=1\.0"):
+        tiny_model(activation_dropout=1.0)
 
 
 def test_weight_order_is_that_of_earlier_files():
