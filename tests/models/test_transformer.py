@@ -45,6 +45,13 @@ def toy_batch(batch_size=2, source_length=6, target_length=5, seed=0):
     return source.astype("int32"), target_in.astype("int32")
 
 
+def sublayers(model, class_name):
+    """Every layer of the model, at any depth, of the class called `class_name`."""
+    return [
+        layer for layer in model._flatten_layers() if type(layer).__name__ == class_name
+    ]
+
+
 def compile_and_build(model, **compile_kwargs):
     """Our loss and optimizer; the optimizer is built so `fit` traces once."""
     model.compile(
@@ -436,11 +443,7 @@ def test_key_dim_sets_the_head_size_of_every_attention():
     model = tiny_model(key_dim=4, dropout=0.0)  # d_model / num_heads would be 8
     source, target_in = toy_batch()
     logits = np.asarray(model((source, target_in)))
-    attentions = [
-        layer
-        for layer in model._flatten_layers()
-        if type(layer).__name__ == "MultiHeadAttention"
-    ]
+    attentions = sublayers(model, "MultiHeadAttention")
     assert len(attentions) == 2 * 3
     assert {layer.query_dense.kernel.shape for layer in attentions} == {(16, 2, 4)}
     assert {layer.output_dense.kernel.shape for layer in attentions} == {(2, 4, 16)}
@@ -458,11 +461,7 @@ def test_activation_dropout_reaches_every_feed_forward_network():
     model = tiny_model(dropout=0.0, activation_dropout=0.5)
     source, target_in = toy_batch()
     inference = np.asarray(model((source, target_in)))
-    feed_forwards = [
-        layer
-        for layer in model._flatten_layers()
-        if type(layer).__name__ == "PointwiseFeedForward"
-    ]
+    feed_forwards = sublayers(model, "PointwiseFeedForward")
     assert len(feed_forwards) == 2 * 2
     assert {layer.inner_dropout.rate for layer in feed_forwards} == {0.5}
     np.testing.assert_array_equal(np.asarray(model((source, target_in))), inference)
