@@ -78,6 +78,12 @@ VARIANTS = (
     "hub-xla",
     "hub-dynamic",
 )
+# The variants with more than the residual dropout: their attention and
+# activation dropout rates.
+DROPOUTS = {
+    "ours-attention-dropout-dynamic": (0.1, 0.0),
+    "ours-activation-dropout-dynamic": (0.1, 0.1),
+}
 
 
 def matmul_peak(n: int = 2048, repeats: int = 10) -> float:
@@ -159,9 +165,7 @@ def prepare(variant, args):
     """The compiled model of `variant`, warmed up, and its `fit` data."""
     keras.utils.set_random_seed(0)
     if variant.startswith("ours"):
-        activation = 0.1 if "activation-dropout" in variant else 0.0
-        attention = 0.1 if "dropout" in variant else 0.0
-        model, loss = ours(args, attention, activation)
+        model, loss = ours(args, *DROPOUTS.get(variant, (0.0, 0.0)))
     else:
         model, loss = hub(args)
     model.compile(
