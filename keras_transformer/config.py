@@ -243,6 +243,11 @@ class ModelConfig(_Section):
         }
 
 
+# The names of the Transformer's weights (`keras.Variable.name`), which
+# `training.weight_decay_exclude` picks from.
+WEIGHT_NAMES = ("kernel", "bias", "gamma", "beta", "embeddings", "position_embeddings")
+
+
 class TrainingConfig(_Section):
     """`training`: batches, schedule, budget, distribution, checkpoints."""
 
@@ -255,8 +260,16 @@ class TrainingConfig(_Section):
     weight_decay: float = Field(
         0.0,
         ge=0,
-        description="decoupled weight decay: each step every weight shrinks "
+        description="decoupled weight decay: each step every weight (but those of "
+        "weight_decay_exclude) shrinks "
         "by this times the learning rate, as in Keras's Adam (0: off, the paper)",
+    )
+    weight_decay_exclude: list[str] = Field(
+        default_factory=list,
+        description="weights not decayed: those whose name holds one of these, "
+        "e.g. [bias, gamma, beta, embeddings] (the model's weights are named "
+        "kernel, bias, gamma and beta (LayerNorm), embeddings and, with learned "
+        "positions, position_embeddings)",
     )
     epochs: int | None = Field(None, ge=1, description="stop after this many epochs")
     steps: int | None = Field(
@@ -325,6 +338,17 @@ class TrainingConfig(_Section):
             raise ValueError("expected a list of numbers > 0")
         return minutes
 
+    @field_validator("weight_decay_exclude")
+    @classmethod
+    def _names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not any(name and name in weight for weight in WEIGHT_NAMES):
+                raise ValueError(
+                    f"{name!r} is in no weight's name; the model's weights are "
+                    f"named {', '.join(WEIGHT_NAMES)}"
+                )
+        return names
+
     @field_validator("snapshot_steps")
     @classmethod
     def _positive_steps(cls, steps: list[int]) -> list[int]:
@@ -335,6 +359,16 @@ class TrainingConfig(_Section):
     @property
     def validate(self) -> bool:  # `validate` is also a pydantic method name
         return self.validate_
+
+    @model_validator(mode="after")
+    def _exclusion_needs_decay(self) -> TrainingConfig:
+        if self.weight_decay_exclude and not self.weight_decay:
+            raise _KeyError(
+                "weight_decay_exclude",
+                self.weight_decay_exclude,
+                "has no effect with training.weight_decay 0",
+            )
+        return self
 
     @model_validator(mode="after")
     def _multi_worker_counts_steps(self) -> TrainingConfig:

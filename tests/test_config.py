@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from keras_transformer.config import (
+    WEIGHT_NAMES,
     Config,
     ConfigError,
     ModelOverrides,
@@ -123,6 +124,21 @@ def test_empty_recipe_gets_documented_defaults():
             r"training.weight_decay: -0.01 \(Input should be greater than or equal",
         ),
         (
+            {"training": {"weight_decay": 0.1, "weight_decay_exclude": ["bias", ""]}},
+            r"training.weight_decay_exclude: \['bias', ''\] \('' is in no weight's",
+        ),
+        (
+            {"training": {"weight_decay": 0.1, "weight_decay_exclude": ["norm"]}},
+            r"training.weight_decay_exclude: \['norm'\] \('norm' is in no weight's "
+            r"name; the model's weights are named kernel, bias, gamma, beta, "
+            r"embeddings, position_embeddings\)",
+        ),
+        (
+            {"training": {"weight_decay_exclude": ["bias"]}},
+            r"training.weight_decay_exclude: \['bias'\] \(has no effect with "
+            r"training.weight_decay 0\)",
+        ),
+        (
             {"training": {"strategy": "multi_worker"}},
             "training.steps: None .required with strategy multi_worker",
         ),
@@ -214,6 +230,24 @@ def test_activation_dropout_override_reaches_the_model():
     assert model.activation_dropout == 0.1
     with pytest.raises(ConfigError, match="model.overrides.activation_dropout: 1"):
         config_from_dict({"model": {"overrides": {"activation_dropout": 1}}})
+
+
+@pytest.mark.parametrize("learned_positions", [False, True])
+def test_weight_names_are_the_names_of_the_model_weights(learned_positions):
+    # training.weight_decay_exclude is checked against these before training.
+    model = Transformer(
+        vocab_size=50,
+        num_layers=1,
+        d_model=8,
+        num_heads=2,
+        d_ff=16,
+        max_length=8,
+        learned_positions=learned_positions,
+        norm_first=learned_positions,
+    )
+    model.build()
+    sinusoids = set() if learned_positions else {"position_embeddings"}
+    assert {weight.name for weight in model.weights} == set(WEIGHT_NAMES) - sinusoids
 
 
 def test_dotted_overrides_reach_any_depth_and_keep_their_siblings():

@@ -38,6 +38,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -331,6 +332,15 @@ def load_splits(config: Config, splits=("train", "valid", "test")) -> dict:
     }
 
 
+def _exclude_from_weight_decay(optimizer, names: list[str]) -> None:
+    """Spares the weights named by `training.weight_decay_exclude` from decay."""
+    if names:
+        # Keras reads the names as one regular expression; ours are plain text.
+        optimizer.exclude_from_weight_decay(
+            var_names=[re.escape(name) for name in names]
+        )
+
+
 def _train(
     config: Config,
     strategy,
@@ -365,6 +375,7 @@ def _train(
             jit_compile=tr.jit_compile,
         )
         model.build()
+        _exclude_from_weight_decay(model.optimizer, tr.weight_decay_exclude)
         model.optimizer.build(model.trainable_variables)
     record = restore_latest(out / CHECKPOINT_DIR, model, set_aside=chief) or {}
     resumed_from = int(model.optimizer.iterations.numpy())

@@ -319,6 +319,32 @@ def test_weight_decay_shrinks_every_kernel_and_the_embeddings(tmp_path):
 
 
 @pytest.mark.slow
+def test_weight_decay_exclude_spares_the_weights_it_names(tmp_path):
+    # As above, a decay of 20 takes about half off every decayed weight in two
+    # steps; the LayerNorm scales and the embeddings are spared.
+    models = {}
+    for decay, exclude in ((0.0, []), (20.0, ["gamma", "embeddings"])):
+        folder = tmp_path / f"decay_{decay}"
+        folder.mkdir()
+        config = _config(folder, weight_decay=decay, weight_decay_exclude=exclude)
+        train_from_config(config, verbose=0, evaluate=False)
+        models[decay] = keras.models.load_model(folder / "run" / "model.keras")
+    pairs = list(
+        zip(models[0.0].trainable_weights, models[20.0].trainable_weights, strict=True)
+    )
+    spared = decayed = 0
+    for plain, other in pairs:
+        norm_plain, norm_other = np.linalg.norm(plain), np.linalg.norm(other)
+        if plain.name in ("gamma", "embeddings"):
+            spared += 1  # Adam's two steps alone: well under 5% of the norm
+            assert abs(norm_other / norm_plain - 1) < 0.05, (plain.path, norm_other)
+        elif plain.name == "kernel":
+            decayed += 1
+            assert norm_other < 0.8 * norm_plain, (plain.path, norm_other)
+    assert spared >= 4 and decayed >= 10
+
+
+@pytest.mark.slow
 def test_checkpoint_steps_writes_the_state_at_multiples_of_its_steps(tmp_path):
     # The recipe's checkpoint_minutes (10) would write only at the end.
     config = _config(tmp_path, steps=7, average_last=3, checkpoint_steps=3)
