@@ -235,16 +235,9 @@ def test_activation_dropout_override_reaches_the_model():
 @pytest.mark.parametrize("learned_positions", [False, True])
 def test_weight_names_are_the_names_of_the_model_weights(learned_positions):
     # training.weight_decay_exclude is checked against these before training.
-    model = Transformer(
-        vocab_size=50,
-        num_layers=1,
-        d_model=8,
-        num_heads=2,
-        d_ff=16,
-        max_length=8,
-        learned_positions=learned_positions,
-        norm_first=learned_positions,
-    )
+    overrides = {"learned_positions": learned_positions, "norm_first": True}
+    config = config_from_dict({"model": {"preset": "tiny", "overrides": overrides}})
+    model = Transformer(**config.model.arguments(vocab_size=50, data_max_length=8))
     model.build()
     sinusoids = set() if learned_positions else {"position_embeddings"}
     assert {weight.name for weight in model.weights} == set(WEIGHT_NAMES) - sinusoids
