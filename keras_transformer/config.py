@@ -341,8 +341,10 @@ class TrainingConfig(_Section):
     @field_validator("weight_decay_exclude")
     @classmethod
     def _names(cls, names: list[str]) -> list[str]:
+        if not all(names):
+            raise ValueError("expected non-empty names")
         for name in names:
-            if not any(name and name in weight for weight in WEIGHT_NAMES):
+            if not any(name in weight for weight in WEIGHT_NAMES):
                 raise ValueError(
                     f"{name!r} is in no weight's name; the model's weights are "
                     f"named {', '.join(WEIGHT_NAMES)}"

@@ -125,7 +125,7 @@ def test_empty_recipe_gets_documented_defaults():
         ),
         (
             {"training": {"weight_decay": 0.1, "weight_decay_exclude": ["bias", ""]}},
-            r"training.weight_decay_exclude: \['bias', ''\] \('' is in no weight's",
+            r"training.weight_decay_exclude: \['bias', ''\] \(expected non-empty names",
         ),
         (
             {"training": {"weight_decay": 0.1, "weight_decay_exclude": ["norm"]}},
