@@ -157,6 +157,22 @@ class TokenizerConfig(_Section):
         description="the tokenizer trains on a uniform random sample of this "
         "many training sentences, source and target (all, when fewer)",
     )
+    sampling_alpha: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="subword regularization (Kudo, 2018): the training pairs' "
+        "segmentations are drawn with this smoothing instead of the best one "
+        "(smaller is more varied; 0: off); validation and translation keep "
+        "the best segmentation",
+    )
+    sampling_views: int = Field(
+        16,
+        ge=1,
+        description="with sampling_alpha: segmentations drawn per training "
+        "pair (from training.seed), prepared once; epoch e reads the e-th "
+        "modulo this",
+    )
 
     @field_validator("vocab_size", mode="before")
     @classmethod

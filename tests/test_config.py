@@ -189,6 +189,11 @@ def test_empty_recipe_gets_documented_defaults():
             r"tokenizer.sample_sentences: 0 \(Input should be greater than or equal",
         ),
         ({"data": {"shuffle_buffer": -1}}, r"data.shuffle_buffer: -1 \("),
+        (
+            {"tokenizer": {"sampling_alpha": 1.5}},
+            r"tokenizer.sampling_alpha: 1.5 \(Input should be less than or equal to 1",
+        ),
+        ({"tokenizer": {"sampling_views": 0}}, r"tokenizer.sampling_views: 0 \("),
         ({"data": {"chunk_pairs": 0}}, r"data.chunk_pairs: 0 \("),
         ({"data": {"prepared_dir": 3}}, r"data.prepared_dir: 3 \("),
         (

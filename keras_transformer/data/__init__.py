@@ -32,7 +32,11 @@ from keras_transformer.data.multi30k import (
     load_multi30k,
     multi30k_files,
 )
-from keras_transformer.data.prepared import PreparedCorpus, prepare_corpus
+from keras_transformer.data.prepared import (
+    PreparedCorpus,
+    SubwordSampling,
+    prepare_corpus,
+)
 from keras_transformer.data.sampling import reservoir_sample
 from keras_transformer.data.shard_batches import prepared_batches
 from keras_transformer.data.streams import (
@@ -65,6 +69,7 @@ __all__ = [
     "PairStream",
     "ParallelCorpus",
     "PreparedCorpus",
+    "SubwordSampling",
     "Tokenizer",
     "builtin_corpus",
     "builtin_corpus_info",

@@ -9,6 +9,13 @@ binarizes a corpus once in the same spirit; the chunks are small files so
 that `prepared_batches` reads any of them, in any order, with one
 `tf.io.read_file`.
 
+With subword regularization (`SubwordSampling`), the corpus is written
+`views` times, each pair segmented by another draw (`Tokenizer.
+tokenize_sampled`), view `v` under `v{v:03d}/`. A pair is in the bucket of
+its best segmentation, at the same place, in every view (each draw is from
+the segmentations that fit that bucket), so that every view gives an epoch
+the same batches as the corpus prepared without sampling.
+
 The directory is named by a hash of what it is made of: the stream's
 identity (the files' SHA-256 sums, a TFDS name, version and split), the
 tokenizer's model, `max_length`, the bucket lengths and `chunk_rows`. A
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -54,6 +62,36 @@ _WAIT_LOG_SECONDS = 60.0
 WAIT_SECONDS = 3600.0
 
 
+@dataclasses.dataclass(frozen=True)
+class SubwordSampling:
+    """Subword regularization of a prepared corpus: `views` sampled copies.
+
+    Args:
+        alpha: `Tokenizer.tokenize_sampled`'s smoothing, in `(0, 1]`.
+        views: segmentations drawn per pair; epoch `e` reads view
+            `e % views` (`prepared_batches`).
+        seed: seed of the draws.
+
+    Example:
+        >>> SubwordSampling(alpha=0.1, views=16, seed=0).identity()
+        {'alpha': 0.1, 'views': 16, 'seed': 0}
+    """
+
+    alpha: float
+    views: int
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha <= 1:
+            raise ValueError(f"alpha must be in (0, 1]. Received: {self.alpha}")
+        if self.views < 1:
+            raise ValueError(f"views must be positive. Received: {self.views}")
+
+    def identity(self) -> dict:
+        """Plain data, for `prepared_identity`."""
+        return {"alpha": float(self.alpha), "views": int(self.views), "seed": self.seed}
+
+
 class NoPairsError(ValueError):
     """A stream left no pair to batch; `pairs` says how many it held."""
 
@@ -80,9 +118,12 @@ class PreparedCorpus:
         empty: pairs left out with a side of no token.
         skipped_empty: pairs the reader left out, empty or only
             whitespace on a side (not in `pairs`).
-        source_tokens: `source_ids` tokens of the kept pairs, end ids included.
-        target_tokens: `target_out` tokens of the kept pairs.
+        source_tokens: `source_ids` tokens of the kept pairs, end ids
+            included (the mean over the views, rounded).
+        target_tokens: `target_out` tokens of the kept pairs (the same).
         max_length: the longest `source_ids` and `target_in` kept.
+        views: segmentations of each pair (`SubwordSampling.views`; 1
+            without subword regularization).
 
     Example:
         >>> import tempfile
@@ -114,14 +155,17 @@ class PreparedCorpus:
     source_tokens: int
     target_tokens: int
     max_length: int
+    views: int = 1
 
     def chunk_counts(self) -> tuple[int, ...]:
         """The number of chunk files of each bucket."""
         return tuple(-(-count // self.chunk_rows) for count in self.counts)
 
-    def chunk_path(self, bucket: int, index: int) -> str:
-        """The file of chunk `index` of bucket `bucket`."""
-        return os.path.join(self.path, f"b{bucket:02d}", f"{index:06d}.bin")
+    def chunk_path(self, bucket: int, index: int, view: int = 0) -> str:
+        """The file of chunk `index` of bucket `bucket` (of view `view`)."""
+        return os.path.join(
+            _bucket_dir(self.path, view, self.views, bucket), f"{index:06d}.bin"
+        )
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> PreparedCorpus:
@@ -151,9 +195,11 @@ class PreparedCorpus:
         for bucket, (count, length) in enumerate(
             zip(prepared.counts, prepared.bucket_lengths, strict=True)
         ):
-            for index in range(-(-count // prepared.chunk_rows)):
+            for index, view in itertools.product(
+                range(-(-count // prepared.chunk_rows)), range(prepared.views)
+            ):
                 rows = min(prepared.chunk_rows, count - index * prepared.chunk_rows)
-                chunk = prepared.chunk_path(bucket, index)
+                chunk = prepared.chunk_path(bucket, index, view)
                 size = os.path.getsize(chunk) if os.path.exists(chunk) else None
                 if size != rows * 2 * length * itemsize:
                     raise ValueError(
@@ -170,11 +216,13 @@ def prepared_identity(
     max_length: int,
     bucket_lengths: Sequence[int],
     chunk_rows: int,
+    sampling: SubwordSampling | None = None,
 ) -> dict:
     """What a prepared directory is made of (plain data; hashed into its name).
 
     A tokenizer is identified by the SHA-256 of its `model_proto`; one
-    without (a test double) by its class name.
+    without (a test double) by its class name. `sampling` is named only
+    when given.
 
     Example:
         >>> from keras_transformer.data import ParallelCorpus
@@ -184,7 +232,7 @@ def prepared_identity(
         ['bucket_lengths', 'chunk_rows', 'corpus']
     """
     proto = getattr(tokenizer, "model_proto", None)
-    return {
+    identity = {
         "format": FORMAT,
         "corpus": stream.identity,
         "tokenizer": (
@@ -196,6 +244,9 @@ def prepared_identity(
         "bucket_lengths": [int(length) for length in bucket_lengths],
         "chunk_rows": int(chunk_rows),
     }
+    if sampling is not None:
+        identity["sampling"] = sampling.identity()
+    return identity
 
 
 def identity_key(identity: dict) -> str:
@@ -226,6 +277,7 @@ def prepare_corpus(
     chunk_rows: int = CHUNK_ROWS,
     write: bool = True,
     poll_seconds: float = 1.0,
+    sampling: SubwordSampling | None = None,
 ) -> PreparedCorpus:
     """Tokenizes a stream once into bucketed shards under `root`, or reuses them.
 
@@ -252,6 +304,8 @@ def prepare_corpus(
         chunk_rows: pairs per chunk file.
         write: prepare the corpus if it is missing; else wait for it.
         poll_seconds: how often a waiting process looks for it.
+        sampling: write `sampling.views` sampled segmentations of the
+            pairs instead of their best one (see the module docstring).
 
     Returns:
         The `PreparedCorpus`.
@@ -267,14 +321,16 @@ def prepare_corpus(
         raise ValueError(f"chunk_rows must be positive. Received: {chunk_rows}")
     bucket_lengths = _bucket_lengths(max_length, boundaries)
     identity = prepared_identity(
-        stream, tokenizer, max_length, bucket_lengths, chunk_rows
+        stream, tokenizer, max_length, bucket_lengths, chunk_rows, sampling
     )
     path = prepared_path(root, stream.name, identity)
     if not os.path.exists(os.path.join(path, META_FILE)):
         if not write:
             _wait_for(path, poll_seconds)
         else:
-            _write(stream, tokenizer, path, identity, bucket_lengths, chunk_rows)
+            _write(
+                stream, tokenizer, path, identity, bucket_lengths, chunk_rows, sampling
+            )
     else:
         logger.info("Reusing the prepared corpus %s", path)
     prepared = PreparedCorpus.load(path)
@@ -313,7 +369,9 @@ def wait_for_file(path: str, what: str, poll_seconds: float = 1.0) -> None:
             logger.info("Still waiting for %s (%.0f s)", path, last_log - start)
 
 
-def _write(stream, tokenizer, path, identity, bucket_lengths, chunk_rows) -> None:
+def _write(
+    stream, tokenizer, path, identity, bucket_lengths, chunk_rows, sampling
+) -> None:
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
     _remove_stale_temporaries(path)
@@ -322,7 +380,7 @@ def _write(stream, tokenizer, path, identity, bucket_lengths, chunk_rows) -> Non
     os.makedirs(temporary)
     try:
         meta = _write_shards(
-            stream, tokenizer, temporary, identity, bucket_lengths, chunk_rows
+            stream, tokenizer, temporary, identity, bucket_lengths, chunk_rows, sampling
         )
         with open(os.path.join(temporary, META_FILE), "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=1)
@@ -395,16 +453,63 @@ class _Bucket:
         self.chunks += 1
 
 
-def _write_shards(stream, tokenizer, directory, identity, bucket_lengths, chunk_rows):
+def _view_dir(path: str, view: int, views: int) -> str:
+    """Where view `view`'s buckets are: `path` itself when there is one view."""
+    return path if views == 1 else os.path.join(path, f"v{view:03d}")
+
+
+def _bucket_dir(path: str, view: int, views: int, bucket: int) -> str:
+    return os.path.join(_view_dir(path, view, views), f"b{bucket:02d}")
+
+
+def _sampled(tokenizer, sampling: SubwordSampling):
+    """`(strings, longest, view, side) -> ids`: `tokenize_sampled`'s draws as
+    a ragged `int32` tensor, seeded by `sampling.seed`, the view, the side
+    and the sentences (the batches are tokenized in parallel: each draw is
+    the same whichever thread makes it)."""
+
+    def draw(strings, longest, view, side):
+        digest = hashlib.sha256(
+            b"\0".join([f"{sampling.seed}/{view}/{side}".encode(), *strings])
+        ).digest()
+        ids = tokenizer.tokenize_sampled(
+            list(strings),
+            sampling.alpha,
+            int.from_bytes(digest[:4], "little"),
+            longest=longest.tolist(),
+        )
+        flat = np.fromiter(itertools.chain.from_iterable(ids), np.int32)
+        return flat, np.array([len(row) for row in ids], np.int64)
+
+    def sampled(strings, longest, view, side):
+        flat, lengths = tf.numpy_function(
+            lambda s, n: draw(s, n, view, side),
+            [strings, longest],
+            [tf.int32, tf.int64],
+        )
+        flat.set_shape([None])
+        lengths.set_shape([None])
+        return tf.RaggedTensor.from_row_lengths(flat, lengths)
+
+    return sampled
+
+
+def _write_shards(
+    stream, tokenizer, directory, identity, bucket_lengths, chunk_rows, sampling
+):
     max_length = identity["max_length"]
     vocab_size = getattr(tokenizer, "vocab_size", None)
     dtype = np.dtype("uint16" if vocab_size and vocab_size <= 1 << 16 else "int32")
     limit = np.iinfo(dtype).max
-    buckets = [
-        _Bucket(os.path.join(directory, f"b{b:02d}"), chunk_rows)
-        for b in range(len(bucket_lengths))
+    views = sampling.views if sampling is not None else 1
+    buckets = [  # [view][bucket]
+        [
+            _Bucket(_bucket_dir(directory, v, views, b), chunk_rows)
+            for b in range(len(bucket_lengths))
+        ]
+        for v in range(views)
     ]
-
+    sampled = _sampled(tokenizer, sampling) if sampling is not None else None
     tf_lengths = tf.constant(bucket_lengths, tf.int64)
 
     def tokenize(sources, targets):
@@ -416,22 +521,47 @@ def _write_shards(stream, tokenizer, directory, identity, bucket_lengths, chunk_
         need = tf.maximum(source_len, target_len) + 1
         too_long = ~empty & (need > max_length)
         kept = ~empty & ~too_long
+        pairs = [(source, target)]
+        if sampled is not None:
+            # Each view's draws fit the bucket of the best segmentation.
+            fits = tf.gather(
+                tf_lengths,
+                tf.minimum(tf.searchsorted(tf_lengths, need), len(bucket_lengths) - 1),
+            )
+            longest = tf.maximum(fits - 1, 0)
+            pairs = [
+                (sampled(sources, longest, v, 0), sampled(targets, longest, v, 1))
+                for v in range(sampling.views)
+            ]
         # The kept pairs, by bucket (stable: in corpus order within one).
         bucket = tf.searchsorted(tf_lengths, tf.boolean_mask(need, kept))
         order = tf.argsort(bucket, stable=True)
         bucket = tf.gather(bucket, order)
         length = tf.gather(tf_lengths, bucket)  # (K,) each row's L
-        end = tf.fill(tf.stack([source.nrows(), 1]), tf.constant(END_ID, tf.int32))
+        end = tf.fill(tf.stack([tf.size(empty), 1]), tf.constant(END_ID, tf.int32))
         width = tf.reduce_max(tf.concat([length, [1]], 0))
-        sides = [
-            tf.gather(
+        mask = tf.sequence_mask(length, width)
+
+        def rows(ids):
+            """The kept pairs' ids + [END], by bucket, padded to `width`."""
+            return tf.gather(
                 tf.ragged.boolean_mask(tf.concat([ids, end], 1), kept), order
             ).to_tensor(shape=tf.stack([tf.size(order, tf.int64), width]))
-            for ids in (source, target)
+
+        # Per view, row k: source_ids[:L_k] then target_out[:L_k], flat.
+        flat = tf.stack(
+            [
+                tf.boolean_mask(
+                    tf.concat([rows(s), rows(t)], 1), tf.concat([mask, mask], 1)
+                )
+                for s, t in pairs
+            ]
+        )
+        tokens = [
+            tf.reduce_sum(tf.boolean_mask(ids.row_lengths() + 1, kept))
+            for pair in pairs
+            for ids in pair
         ]
-        # Row k: source_ids[:L_k] then target_out[:L_k], all rows flat.
-        mask = tf.sequence_mask(length, width)
-        flat = tf.boolean_mask(tf.concat(sides, 1), tf.concat([mask, mask], 1))
         return {
             "flat": flat,
             "counts": tf.math.bincount(
@@ -440,12 +570,12 @@ def _write_shards(stream, tokenizer, directory, identity, bucket_lengths, chunk_
                 maxlength=len(bucket_lengths),
                 dtype=tf.int64,
             ),
-            "max_id": tf.reduce_max(tf.concat([flat, [0]], 0)),
+            "max_id": tf.reduce_max(tf.concat([tf.reshape(flat, [-1]), [0]], 0)),
             "pairs": tf.size(empty, tf.int64),
             "empty": tf.math.count_nonzero(empty),
             "too_long": tf.math.count_nonzero(too_long),
-            "source": tf.reduce_sum(tf.boolean_mask(source_len + 1, kept)),
-            "target": tf.reduce_sum(tf.boolean_mask(target_len + 1, kept)),
+            "source": tf.add_n(tokens[0::2]),
+            "target": tf.add_n(tokens[1::2]),
         }
 
     counts = dict(pairs=0, too_long=0, empty=0, skipped=0, source=0, target=0)
@@ -467,14 +597,14 @@ def _write_shards(stream, tokenizer, directory, identity, bucket_lengths, chunk_
                     f"{stream.name}: token id {batch['max_id']} does not fit "
                     f"{dtype.name} (vocab_size={vocab_size})"
                 )
-            flat = batch["flat"].astype(dtype)
             ends = np.cumsum(batch["counts"] * sizes)
-            for b in np.flatnonzero(batch["counts"]):
-                rows = flat[ends[b] - batch["counts"][b] * sizes[b] : ends[b]]
-                buckets[b].add(rows.reshape(-1, sizes[b]))
-    for bucket in buckets:
+            for flat, view in zip(batch["flat"].astype(dtype), buckets, strict=True):
+                for b in np.flatnonzero(batch["counts"]):
+                    rows = flat[ends[b] - batch["counts"][b] * sizes[b] : ends[b]]
+                    view[b].add(rows.reshape(-1, sizes[b]))
+    for bucket in itertools.chain.from_iterable(buckets):
         bucket.close()
-    kept = sum(bucket.count for bucket in buckets)
+    kept = sum(bucket.count for bucket in buckets[0])
     label = f"{stream.name}: "
     if counts["skipped"]:
         logger.warning(
@@ -506,13 +636,18 @@ def _write_shards(stream, tokenizer, directory, identity, bucket_lengths, chunk_
             counts["pairs"],
         )
     logger.info(
-        "%sprepared %d pairs in %d buckets: %s", label, kept, len(buckets), directory
+        "%sprepared %d pairs in %d buckets%s: %s",
+        label,
+        kept,
+        len(bucket_lengths),
+        f", {views} sampled segmentations each" if sampling is not None else "",
+        directory,
     )
     return {
         "name": stream.name,
         "identity": identity,
         "bucket_lengths": list(bucket_lengths),
-        "counts": [bucket.count for bucket in buckets],
+        "counts": [bucket.count for bucket in buckets[0]],
         "chunk_rows": chunk_rows,
         "dtype": dtype.name,
         "pairs": counts["pairs"],
@@ -520,7 +655,8 @@ def _write_shards(stream, tokenizer, directory, identity, bucket_lengths, chunk_
         "too_long": counts["too_long"],
         "empty": counts["empty"],
         "skipped_empty": counts["skipped"],
-        "source_tokens": counts["source"],
-        "target_tokens": counts["target"],
+        "source_tokens": round(counts["source"] / views),
+        "target_tokens": round(counts["target"] / views),
         "max_length": max_length,
+        "views": views,
     }

@@ -43,6 +43,9 @@ def prepared_batches(
     memory holds at most `shuffle_buffer` pairs per bucket. The buckets'
     batches are interleaved in an order drawn from the same seed, as
     `make_batches` draws it.
+    A corpus prepared with subword regularization (`SubwordSampling`) is
+    read from view `epoch % prepared.views`: the same pairs in the same
+    order every epoch would have, each segmented by that view's draw.
 
     All draws are stateless functions of `seed`, the epoch, the bucket and
     the group of chunks: the stream from epoch `e` is the stream from epoch
@@ -151,7 +154,15 @@ def prepared_batches(
     def bucket_epoch(b, length, size, chunks, number):
         """Bucket `b`'s batches of epoch `number`: (B, 2L) rows as stored."""
         base = tf.stack([tf.constant(seed, tf.int64) + b, number])
-        paths = tf.constant([prepared.chunk_path(b, i) for i in range(chunks)])
+        paths = tf.gather(  # of the epoch's view
+            tf.constant(
+                [
+                    [prepared.chunk_path(b, i, view) for i in range(chunks)]
+                    for view in range(prepared.views)
+                ]
+            ),
+            number % prepared.views,
+        )
         order = tf.range(chunks, dtype=tf.int64)
         if chunks > group:
             order = tf.random.experimental.stateless_shuffle(

@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import tempfile
+import threading
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -52,6 +53,9 @@ _NORMALIZATION_RULES = "FEFF\t\n"
 _NORMALIZATION_OPTIONS = ("normalization_rule_name", "normalization_rule_tsv")
 
 _SPACES = re.compile(" +")
+# SentencePiece draws from one seed for the whole process: a draw is seeded
+# and made under this lock, in one thread, to be a function of its seed.
+_SAMPLING_LOCK = threading.Lock()
 
 
 class Tokenizer(tf.Module):
@@ -191,6 +195,70 @@ class Tokenizer(tf.Module):
         return tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
 
     # -- Python helpers ------------------------------------------------------
+
+    def tokenize_sampled(
+        self,
+        sentences: Sequence[str | bytes],
+        alpha: float,
+        seed: int,
+        longest: Sequence[int] | None = None,
+        tries: int = 10,
+    ) -> list[list[int]]:
+        """Sampled segmentations: subword regularization (Kudo, 2018).
+
+        Each sentence's pieces are drawn from the model's distribution over
+        all its segmentations, sharpened by `alpha` (`P(x)^alpha`, smaller
+        is more uniform; for a BPE model, `alpha` is the BPE-dropout rate).
+        The draw is a function of `seed` and the sentences, on any machine
+        and in any thread. Every segmentation detokenizes to the same text.
+
+        Args:
+            sentences: strings (or UTF-8 bytes).
+            alpha: in `(0, 1]`.
+            seed: seed of the draw.
+            longest: per sentence, the most ids of its segmentation: a
+                longer draw is drawn again (the draw is then from the
+                segmentations that fit), up to `tries` draws in all, then
+                the best segmentation is taken.
+            tries: draws per sentence at most, with `longest`.
+
+        Returns:
+            One list of ids per sentence, without start or end ids.
+
+        Example:
+            >>> tokenizer = Tokenizer.train(
+            ...     ["a small example", "ein kleines Beispiel"] * 20, vocab_size=300
+            ... )
+            >>> ids = tokenizer.tokenize_sampled(["ein kleines example"], 0.1, seed=0)
+            >>> ids == tokenizer.tokenize_sampled(["ein kleines example"], 0.1, 0)
+            True
+            >>> tokenizer.detokenize(tf.ragged.constant(ids)).numpy()
+            array([b'ein kleines example'], dtype=object)
+        """
+        if not 0 < alpha <= 1:
+            raise ValueError(f"alpha must be in (0, 1]. Received: {alpha}")
+        texts = [s.decode("utf-8") if isinstance(s, bytes) else s for s in sentences]
+        with _SAMPLING_LOCK:
+            # (SentencePiece takes a 32-bit seed.)
+            spm.set_random_generator_seed(int(seed) % (1 << 32))
+            ids = [None] * len(texts)
+            todo = list(range(len(texts)))
+            for _ in range(tries if longest is not None else 1):
+                drawn = self._processor.encode(
+                    [texts[i] for i in todo],
+                    enable_sampling=True,
+                    alpha=alpha,
+                    nbest_size=-1,
+                    num_threads=1,
+                )
+                for i, row in zip(todo, drawn, strict=True):
+                    ids[i] = row
+                todo = [i for i in todo if len(ids[i]) > longest[i]] if longest else []
+                if not todo:
+                    break
+        for i in todo:
+            ids[i] = self._processor.encode(texts[i])
+        return ids
 
     def id_to_token(self, token_id: int) -> str:
         """The subword piece of one id.

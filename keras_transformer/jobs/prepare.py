@@ -26,6 +26,7 @@ from keras_transformer.data.prepared import (
     FORMAT,
     NoPairsError,
     PreparedCorpus,
+    SubwordSampling,
     identity_key,
     prepare_corpus,
     wait_for_file,
@@ -160,10 +161,19 @@ def prepare_stream(
             max_length=config.data.max_length,
             chunk_rows=config.data.chunk_pairs,
             write=write,
+            sampling=subword_sampling(config),
         )
     except BaseException:
         remove_empty(created)
         raise
+
+
+def subword_sampling(config: Config) -> SubwordSampling | None:
+    """The recipe's subword regularization (`tokenizer.sampling_alpha`), if any."""
+    t = config.tokenizer
+    if not t.sampling_alpha:
+        return None
+    return SubwordSampling(t.sampling_alpha, t.sampling_views, config.training.seed)
 
 
 def prepare_command(config_path: str, overrides: dict | None = None) -> dict:

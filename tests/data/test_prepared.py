@@ -255,3 +255,83 @@ def test_with_the_real_tokenizer_ids_are_uint16(builtin_tokenizer, tmp_path):
         for sentence in builtin_tokenizer.detokenize(target_out).numpy()
     ]
     assert collections.Counter(decoded) == collections.Counter(corpus.targets)
+
+
+def test_subword_sampling_writes_views_read_one_per_epoch(builtin_tokenizer, tmp_path):
+    from keras_transformer.data import SubwordSampling, builtin_corpus
+
+    corpus = builtin_corpus("val", max_pairs=120)
+    sampling = SubwordSampling(alpha=0.1, views=2, seed=4)
+
+    def prepare_in(root, sampling=sampling):
+        return prepare_corpus(
+            stream_pairs(corpus),
+            builtin_tokenizer,
+            root,
+            max_length=48,
+            chunk_rows=64,
+            sampling=sampling,
+        )
+
+    best = prepare_in(tmp_path / "best", None)
+    sampled = prepare_in(tmp_path / "sampled")
+    assert sampled.views == 2 and sampled.identity["sampling"] == {
+        "alpha": 0.1,
+        "views": 2,
+        "seed": 4,
+    }
+    assert "sampling" not in best.identity
+    # Every pair in the bucket of its best segmentation, in each view.
+    assert (sampled.counts, sampled.kept) == (best.counts, best.kept)
+    assert os.path.basename(sampled.path) != os.path.basename(best.path)
+    # The draws are a function of the seed: prepared again, the same bytes.
+    again = prepare_in(tmp_path / "again")
+
+    def chunks(prepared):
+        return [
+            open(prepared.chunk_path(b, i, v), "rb").read()
+            for v in range(prepared.views)
+            for b, count in enumerate(prepared.chunk_counts())
+            for i in range(count)
+        ]
+
+    assert chunks(again) == chunks(sampled)
+    settings = dict(token_budget=256, seed=2)
+    n = int(prepared_batches(best, **settings).cardinality())
+    epochs = rows(prepared_batches(sampled, epochs_from=0, **settings).take(3 * n))
+    plain = rows(prepared_batches(best, epochs_from=0, **settings).take(3 * n))
+    # The same batches as without sampling: shapes, and the pairs' text.
+    assert [[len(t) for t in r] for r in epochs] == [[len(t) for t in r] for r in plain]
+    assert [[len(t[0]) for t in r] for r in epochs] == [
+        [len(t[0]) for t in r] for r in plain
+    ]
+
+    def text(batches):
+        return [
+            builtin_tokenizer.detokenize(target_out).numpy().tolist()
+            for _, _, target_out in batches
+        ]
+
+    assert text(epochs) == text(plain)
+
+    # Epoch e reads view e % 2: other segmentations each epoch, then again.
+    def segmentations(epoch):
+        return sorted(
+            tuple(row)
+            for _, _, target_out in epochs[epoch * n : (epoch + 1) * n]
+            for row in target_out
+        )
+
+    views = [segmentations(e) for e in range(3)]
+    assert views[1] != views[0] and views[2] == views[0]
+    # A resumed stream reads the views an uninterrupted one would.
+    resumed = rows(prepared_batches(sampled, epochs_from=1, **settings).take(2 * n))
+    assert resumed == epochs[n : 3 * n]
+    # Every view is checked on loading.
+    os.remove(sampled.chunk_path(0, 0, view=1))
+    with pytest.raises(ValueError, match=r"damaged .*v001.*000000.bin is missing"):
+        prepare_in(tmp_path / "sampled")
+    with pytest.raises(ValueError, match="views must be positive. Received: 0"):
+        SubwordSampling(alpha=0.1, views=0)
+    with pytest.raises(ValueError, match=r"alpha must be in \(0, 1\]. Received: 2"):
+        SubwordSampling(alpha=2, views=1)

@@ -1,6 +1,7 @@
 import logging
 import subprocess
 import sys
+import threading
 import unittest.mock
 
 import numpy as np
@@ -272,3 +273,55 @@ def test_loading_and_using_a_tokenizer_logs_nothing(tmp_path):
     assert result.stdout.strip() == "a small example"
     logged = result.stderr.split("START\n", 1)[1]
     assert "normalizer" not in logged and "LOG(INFO)" not in logged, logged
+
+
+def test_sampled_segmentations_are_seeded_and_spell_the_same_text(builtin_tokenizer):
+    sentences = list(builtin_corpus("val", max_pairs=40).targets)
+    best = builtin_tokenizer.tokenize(tf.constant(sentences)).to_list()
+    drawn = builtin_tokenizer.tokenize_sampled(sentences, 0.1, seed=5)
+    # A function of the seed: again, in another thread, or as bytes.
+    assert builtin_tokenizer.tokenize_sampled(sentences, 0.1, seed=5) == drawn
+    again = []
+    thread = threading.Thread(
+        target=lambda: again.append(
+            builtin_tokenizer.tokenize_sampled(
+                [s.encode() for s in sentences], 0.1, seed=5
+            )
+        )
+    )
+    thread.start()
+    thread.join()
+    assert again == [drawn]
+    other = builtin_tokenizer.tokenize_sampled(sentences, 0.1, seed=6)
+    assert other != drawn
+    # Other segmentations than the best one, of the same text.
+    changed = sum(d != b for d, b in zip(drawn, best, strict=True))
+    assert changed > len(sentences) // 4
+    assert round_trip_ids(builtin_tokenizer, drawn) == round_trip_ids(
+        builtin_tokenizer, best
+    )
+    assert all(0 < len(d) and min(d) > END_ID for d in drawn)
+    # A sharper distribution strays less from the best segmentation.
+    sharp = builtin_tokenizer.tokenize_sampled(sentences, 1.0, seed=5)
+    assert sum(len(d) for d in sharp) < sum(len(d) for d in drawn)
+
+
+def test_sampled_segmentations_fit_their_limits(builtin_tokenizer):
+    sentences = list(builtin_corpus("val", max_pairs=40).targets)
+    best = builtin_tokenizer.tokenize(tf.constant(sentences)).to_list()
+    # Room for one more piece than the best segmentation, or for none.
+    longest = [len(b) + (i % 2) for i, b in enumerate(best)]
+    drawn = builtin_tokenizer.tokenize_sampled(sentences, 0.1, 5, longest=longest)
+    assert all(len(d) <= n for d, n in zip(drawn, longest, strict=True))
+    assert any(d != b for d, b in zip(drawn, best, strict=True))
+    # No segmentation fits: the best one.
+    tight = builtin_tokenizer.tokenize_sampled(
+        sentences, 0.1, 5, longest=[1] * len(sentences)
+    )
+    assert tight == best
+    with pytest.raises(ValueError, match=r"alpha must be in \(0, 1\]. Received: 0"):
+        builtin_tokenizer.tokenize_sampled(sentences, 0, seed=0)
+
+
+def round_trip_ids(tokenizer, ids):
+    return tokenizer.detokenize(tf.ragged.constant(ids)).numpy().tolist()

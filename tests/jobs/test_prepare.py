@@ -116,3 +116,17 @@ def test_an_empty_training_corpus_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="data.train_files: .* hold no sentence"):
         train_from_config(config, verbose=0)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_recipe_with_subword_sampling_trains_on_its_views(tmp_path):
+    recipe = _recipe(tmp_path)
+    recipe["tokenizer"].update(sampling_alpha=0.1, sampling_views=3)
+    recipe["training"]["seed"] = 5
+    summary = train_from_config(config_from_dict(recipe), verbose=0, evaluate=False)
+    assert summary["finished"] and summary["steps"] == 2
+    (shards,) = (tmp_path / "run" / "prepared").glob("train.en_train.de-*")
+    meta = json.loads((shards / "prepared.json").read_text())
+    assert meta["views"] == 3
+    # Drawn from the run's seed: another seed draws other segmentations.
+    assert meta["identity"]["sampling"] == {"alpha": 0.1, "views": 3, "seed": 5}
+    assert sorted(p.name for p in shards.glob("v*")) == ["v000", "v001", "v002"]
