@@ -273,6 +273,13 @@ class TrainingConfig(_Section):
     warmup_steps: int = Field(4000, ge=1, description="warm-up of the schedule")
     lr_scale: float = Field(1.0, gt=0, description="multiplies the paper's rate")
     label_smoothing: float = Field(0.1, ge=0, lt=1, description="epsilon_ls")
+    rdrop_alpha: float = Field(
+        0.0,
+        ge=0,
+        description="R-Drop: each batch runs twice (other dropout masks) and this "
+        "weighs the two predictions' symmetric KL divergence (Liang et al. 2021; "
+        "a step costs about two; 0: off, the paper)",
+    )
     weight_decay: float = Field(
         0.0,
         ge=0,
@@ -385,6 +392,17 @@ class TrainingConfig(_Section):
                 "weight_decay_exclude",
                 self.weight_decay_exclude,
                 "has no effect with training.weight_decay 0",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _rdrop_needs_fit(self) -> TrainingConfig:
+        if self.rdrop_alpha and self.strategy == "multi_worker":
+            raise _KeyError(
+                "rdrop_alpha",
+                self.rdrop_alpha,
+                "is not available with strategy multi_worker (its loop "
+                "computes the loss itself, not through the model)",
             )
         return self
 

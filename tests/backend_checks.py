@@ -52,7 +52,7 @@ import keras_transformer  # noqa: E402, F401  (registers the classes)
 from keras_transformer.layers import MultiHeadAttention  # noqa: E402
 from keras_transformer.losses import MaskedCrossEntropy  # noqa: E402
 from keras_transformer.metrics import MaskedAccuracy, Perplexity  # noqa: E402
-from keras_transformer.models import Transformer  # noqa: E402
+from keras_transformer.models import RDropTransformer, Transformer  # noqa: E402
 from keras_transformer.schedules import TransformerSchedule  # noqa: E402
 
 SOURCE = np.array([[5, 6, 7, 8, 3, 0], [9, 10, 3, 0, 0, 0]], "int32")
@@ -204,6 +204,50 @@ def check_fit_and_save(directory):
         np.testing.assert_allclose(evaluated[name], value, rtol=1e-5)
 
 
+def check_rdrop():
+    # Without dropout both passes are equal and both carry gradients: an
+    # R-Drop step is the Transformer's (held constant, the second pass
+    # would halve plain SGD's step).
+    x, y = (SOURCE, TARGET[:, :-1]), TARGET[:, 1:]
+    kwargs = dict(num_layers=2, d_model=16, num_heads=2, d_ff=32, max_length=16)
+    steps = {}
+    for name, alpha, dropout in (
+        ("plain", None, 0.0),
+        ("equal", 3.0, 0.0),
+        ("off", 0.0, 0.3),
+        ("on", 50.0, 0.3),
+    ):
+        keras.utils.set_random_seed(0)  # the same weights and masks in each
+        if alpha is None:
+            model = Transformer(VOCAB, dropout=dropout, **kwargs)
+        else:
+            model = RDropTransformer(
+                VOCAB, rdrop_alpha=alpha, dropout=dropout, **kwargs
+            )
+        logits_of(model, *x)
+        start = [ops.convert_to_numpy(w) for w in model.trainable_weights]
+        model.compile(optimizer=keras.optimizers.SGD(0.5), loss=MaskedCrossEntropy())
+        steps[name] = model, start, float(model.train_on_batch(x, y))
+    (plain, plain_start, plain_loss), (equal, equal_start, equal_loss) = (
+        steps["plain"],
+        steps["equal"],
+    )
+    assert abs(plain_loss - equal_loss) < 1e-5, (plain_loss, equal_loss)
+    for a, b, a0, b0 in zip(
+        plain.trainable_weights,
+        equal.trainable_weights,
+        plain_start,
+        equal_start,
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a0, b0)
+        np.testing.assert_allclose(a, b, atol=1e-5, err_msg=a.path)
+    # With dropout the second pass draws other masks: the same weights and
+    # first pass give a larger objective with a larger alpha.
+    off, on = steps["off"][2], steps["on"][2]
+    assert on > off + 0.2, (on, off)
+
+
 def main(directory):
     backend = keras.backend.backend()
     assert backend != "tensorflow", "set KERAS_BACKEND to jax or torch"
@@ -223,6 +267,8 @@ def main(directory):
     print(f"{backend}: attention masks of every rank as in Keras")
     check_fit_and_save(directory)
     print(f"{backend}: fit, metrics, schedule, .keras save and load")
+    check_rdrop()
+    print(f"{backend}: R-Drop's second pass carries gradients and other masks")
     leaked = sorted(m for m in sys.modules if m.startswith("tensorflow"))
     assert not leaked, leaked
 

@@ -46,4 +46,4 @@ def test_backend_without_tensorflow(tmp_path, backend_path):
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     lines = result.stdout.splitlines()
     assert lines[0] == f"{backend}: TensorFlow's weights give TensorFlow's logits"
-    assert len(lines) == 8, lines
+    assert len(lines) == 9, lines

@@ -139,6 +139,14 @@ def test_empty_recipe_gets_documented_defaults():
             r"training.weight_decay 0\)",
         ),
         (
+            {"training": {"rdrop_alpha": -1}},
+            r"training.rdrop_alpha: -1 \(Input should be greater than or equal to 0",
+        ),
+        (
+            {"training": {"rdrop_alpha": 5, "strategy": "multi_worker", "steps": 9}},
+            r"training.rdrop_alpha: 5.0 \(is not available with strategy multi_worker",
+        ),
+        (
             {"training": {"strategy": "multi_worker"}},
             "training.steps: None .required with strategy multi_worker",
         ),

@@ -1,4 +1,4 @@
-"""Tests for keras_transformer.losses.MaskedCrossEntropy."""
+"""Tests for keras_transformer.losses: MaskedCrossEntropy, dropout_consistency."""
 
 import keras
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 from helpers import mirrored_strategy
 
-from keras_transformer.losses import MaskedCrossEntropy
+from keras_transformer.losses import MaskedCrossEntropy, dropout_consistency
 from keras_transformer.metrics import MaskedAccuracy, Perplexity
 
 
@@ -276,3 +276,60 @@ def test_mirrored_strategy_trains_on_the_global_mean_over_real_tokens():
     np.testing.assert_allclose(
         history.history["perplexity"][0], np.exp(nll[mask].mean()), rtol=1e-5
     )
+
+
+def reference_consistency(y_true, logits_a, logits_b, pad_id=0):
+    # (KL(a || b) + KL(b || a)) / 2 per position, averaged over real tokens.
+    log_a, log_b = log_softmax(logits_a), log_softmax(logits_b)
+    kl_ab = (np.exp(log_a) * (log_a - log_b)).sum(-1)
+    kl_ba = (np.exp(log_b) * (log_b - log_a)).sum(-1)
+    real = y_true != pad_id
+    return ((kl_ab + kl_ba) / 2)[real].sum() / real.sum()
+
+
+def test_dropout_consistency_matches_numpy_and_ignores_padding():
+    rng = np.random.default_rng(3)
+    y_true, logits_a = make_batch(rng)
+    logits_b = logits_a + rng.normal(scale=0.7, size=logits_a.shape)
+    expected = reference_consistency(y_true, logits_a, logits_b)
+    assert expected > 0.01
+    value = dropout_consistency(y_true, logits_a, logits_b)
+    np.testing.assert_allclose(float(value), expected, rtol=1e-5)
+    # Symmetric, and 0 for equal predictions.
+    np.testing.assert_allclose(
+        float(dropout_consistency(y_true, logits_b, logits_a)), expected, rtol=1e-5
+    )
+    assert float(dropout_consistency(y_true, logits_a, logits_a)) == 0.0
+    # Whatever the logits at padding positions, the value is the same.
+    noisy = logits_b.copy()
+    noisy[y_true == 0] += rng.normal(scale=5.0, size=noisy[y_true == 0].shape)
+    np.testing.assert_allclose(
+        float(dropout_consistency(y_true, logits_a, noisy)), expected, rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        float(
+            dropout_consistency(
+                np.where(y_true == 0, 2, 0), logits_a, logits_b, pad_id=2
+            )
+        ),
+        reference_consistency(np.where(y_true == 0, 2, 0), logits_a, logits_b, 2),
+        rtol=1e-5,
+    )
+
+
+def test_dropout_consistency_pulls_both_predictions_together():
+    rng = np.random.default_rng(4)
+    y_true, logits_a = make_batch(rng)
+    logits_b = logits_a + rng.normal(size=logits_a.shape)
+    a = tf.Variable(logits_a, dtype="float32")
+    b = tf.Variable(logits_b, dtype="float32")
+    with tf.GradientTape() as tape:
+        value = dropout_consistency(y_true, a, b)
+    grad_a, grad_b = tape.gradient(value, [a, b])
+    real = (y_true != 0)[..., None]
+    for grad in (grad_a, grad_b):
+        assert np.abs(grad.numpy()[np.broadcast_to(real, grad.shape)]).max() > 1e-3
+        assert np.all(grad.numpy()[np.broadcast_to(~real, grad.shape)] == 0)
+    # A small step down the gradient brings the two predictions closer.
+    closer = dropout_consistency(y_true, a - 0.1 * grad_a, b - 0.1 * grad_b)
+    assert float(closer) < float(value)

@@ -81,7 +81,7 @@ from keras_transformer.jobs.translate import translate_sentences
 from keras_transformer.jobs.trust import model_files, sign_translator
 from keras_transformer.losses import MaskedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy, Perplexity
-from keras_transformer.models import Transformer
+from keras_transformer.models import RDropTransformer, Transformer
 from keras_transformer.training import (
     BudgetProgress,
     Checkpoints,
@@ -360,9 +360,11 @@ def _train(
         replicas=strategy.num_replicas_in_sync,
     )
     with strategy.scope():
-        model = Transformer(
-            **config.model.arguments(tokenizer.vocab_size, config.data.max_length)
-        )
+        arguments = config.model.arguments(tokenizer.vocab_size, config.data.max_length)
+        if tr.rdrop_alpha:
+            model = RDropTransformer(rdrop_alpha=tr.rdrop_alpha, **arguments)
+        else:
+            model = Transformer(**arguments)
         model.compile(
             optimizer=transformer_optimizer(
                 model.d_model,

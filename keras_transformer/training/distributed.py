@@ -138,7 +138,7 @@ def build_for_fit(model: keras.Model, dataset: tf.data.Dataset) -> None:
     inputs, targets = next(iter(dataset.take(1)))
     with model.distribute_strategy.scope():
         predictions = model(inputs, training=False)
-        model.compute_loss(x=inputs, y=targets, y_pred=predictions)
+        model.compute_loss(x=inputs, y=targets, y_pred=predictions, training=False)
         model.compute_metrics(inputs, targets, predictions)
         model.reset_metrics()
         if not model.optimizer.built:
