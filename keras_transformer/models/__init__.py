@@ -1,4 +1,5 @@
-"""Models built from `keras_transformer.layers`."""
+"""Models built from `keras_transformer.layers`: the Transformer, and the same
+model trained with R-Drop."""
 
 from keras_transformer.models.presets import PRESETS
 from keras_transformer.models.rdrop import RDropTransformer
