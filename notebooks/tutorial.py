@@ -8,6 +8,8 @@ notebook 5, `load_model` runs notebook 5 first, in a kernel of its own,
 without writing to its file. Fast mode (`KERAS_TRANSFORMER_FAST=1`, used by
 the tests) keeps its model in a folder of its own, so a model trained for
 seconds never stands in for the real one. Delete the folder to train again.
+The tests give each of their processes a folder of its own, outside the
+repository (`KERAS_TRANSFORMER_TUTORIAL_DIR`).
 
 The data is Multi30k (English-German image captions): `load_corpus` reads a
 copy beside the repository when there is one (`../shared/data/multi30k`, as
@@ -32,7 +34,13 @@ from keras_transformer import data
 
 NOTEBOOKS = Path(__file__).resolve().parent
 FAST = os.environ.get("KERAS_TRANSFORMER_FAST", "0") == "1"
-MODEL_DIR = NOTEBOOKS / ("tutorial_model_fast" if FAST else "tutorial_model")
+MODEL_DIR_VARIABLE = "KERAS_TRANSFORMER_TUTORIAL_DIR"
+MODEL_DIR = Path(
+    os.environ.get(
+        MODEL_DIR_VARIABLE,
+        NOTEBOOKS / ("tutorial_model_fast" if FAST else "tutorial_model"),
+    )
+)
 TRAINING_NOTEBOOK = NOTEBOOKS / "05_training.ipynb"
 LOCAL_MULTI30K = NOTEBOOKS.parent.parent / "shared" / "data" / "multi30k"
 MULTI30K_SPLITS = {"train": "train", "val": "val", "test": "test_2016_flickr"}

@@ -67,9 +67,13 @@ def test_notebook_is_stored_executed(path):
 @pytest.mark.slow
 # One worker runs them all, in order: notebooks 6 and 7 load the model that
 # notebook 5 saves (and would train it themselves, into the same folder).
+# The folder is the worker's own, outside the repository: no other worker or
+# test run (a second checkout's, a killed one's) writes or leaves it.
 @pytest.mark.xdist_group("notebooks")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
-def test_notebook_runs(path, tmp_path, monkeypatch):
+def test_notebook_runs(path, tmp_path, tmp_path_factory, monkeypatch):
+    model_dir = tmp_path_factory.getbasetemp() / "tutorial_model"
+    monkeypatch.setenv("KERAS_TRANSFORMER_TUTORIAL_DIR", str(model_dir))
     monkeypatch.setenv("KERAS_TRANSFORMER_FAST", "1")
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
     monkeypatch.setenv("MPLBACKEND", "Agg")
@@ -83,3 +87,6 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
         resources={"metadata": {"path": str(path.parent)}},
     )
     client.execute()  # raises CellExecutionError on the first failing cell
+    if path.name == "05_training.ipynb":  # It saved where it was told to.
+        assert (model_dir / "model.keras").is_file()
+        assert (model_dir / "info.json").is_file()
