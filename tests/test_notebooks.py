@@ -67,8 +67,8 @@ def test_notebook_is_stored_executed(path):
 @pytest.mark.slow
 # One worker runs them all, in order: notebooks 6 and 7 load the model that
 # notebook 5 saves (and would train it themselves, into the same folder).
-# The folder is the worker's own, outside the repository: no other worker or
-# test run (a second checkout's, a killed one's) writes or leaves it.
+# The folder is the worker's own, outside the repository: no other worker, nor
+# another test run in this checkout (or a killed one's leftovers), reaches it.
 @pytest.mark.xdist_group("notebooks")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
 def test_notebook_runs(path, tmp_path, tmp_path_factory, monkeypatch):
