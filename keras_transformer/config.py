@@ -272,6 +272,12 @@ class TrainingConfig(_Section):
     )
     warmup_steps: int = Field(4000, ge=1, description="warm-up of the schedule")
     lr_scale: float = Field(1.0, gt=0, description="multiplies the paper's rate")
+    cooldown_steps: int = Field(
+        0,
+        ge=0,
+        description="the rate falls linearly to zero over the last this many of "
+        "training.steps (0: off, the paper)",
+    )
     label_smoothing: float = Field(0.1, ge=0, lt=1, description="epsilon_ls")
     rdrop_alpha: float = Field(
         0.0,
@@ -392,6 +398,22 @@ class TrainingConfig(_Section):
                 "weight_decay_exclude",
                 self.weight_decay_exclude,
                 "has no effect with training.weight_decay 0",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _cooldown_needs_steps(self) -> TrainingConfig:
+        if self.cooldown_steps and self.steps is None:
+            raise _KeyError(
+                "cooldown_steps",
+                self.cooldown_steps,
+                "needs training.steps, the step where the rate reaches zero",
+            )
+        if self.cooldown_steps and self.cooldown_steps >= self.steps:
+            raise _KeyError(
+                "cooldown_steps",
+                self.cooldown_steps,
+                f"must be less than training.steps ({self.steps})",
             )
         return self
 

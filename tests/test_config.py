@@ -139,6 +139,19 @@ def test_empty_recipe_gets_documented_defaults():
             r"training.weight_decay 0\)",
         ),
         (
+            {"training": {"cooldown_steps": 500}},
+            r"training.cooldown_steps: 500 \(needs training.steps, the step where "
+            r"the rate reaches zero\)",
+        ),
+        (
+            {"training": {"cooldown_steps": 500, "steps": 500}},
+            r"training.cooldown_steps: 500 \(must be less than training.steps \(500\)",
+        ),
+        (
+            {"training": {"cooldown_steps": -1, "steps": 500}},
+            r"training.cooldown_steps: -1 \(Input should be greater than or equal to 0",
+        ),
+        (
             {"training": {"rdrop_alpha": -1}},
             r"training.rdrop_alpha: -1 \(Input should be greater than or equal to 0",
         ),

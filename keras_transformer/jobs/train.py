@@ -370,6 +370,11 @@ def _train(
                 model.d_model,
                 tr.warmup_steps,
                 scale=tr.lr_scale,
+                cooldown=(
+                    (tr.steps - tr.cooldown_steps, tr.cooldown_steps)
+                    if tr.cooldown_steps
+                    else None
+                ),
                 weight_decay=tr.weight_decay,
             ),
             loss=MaskedCrossEntropy(label_smoothing=tr.label_smoothing),

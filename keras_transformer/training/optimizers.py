@@ -4,13 +4,14 @@ from typing import Any
 
 import keras
 
-from keras_transformer.schedules import TransformerSchedule
+from keras_transformer.schedules import LinearCooldown, TransformerSchedule
 
 
 def transformer_optimizer(
     d_model: int,
     warmup_steps: int = 4000,
     scale: float = 1.0,
+    cooldown: tuple[int, int] | None = None,
     **adam_kwargs: Any,
 ) -> keras.optimizers.Adam:
     """Adam with beta_1=0.9, beta_2=0.98, epsilon=1e-9 on `TransformerSchedule`.
@@ -19,6 +20,9 @@ def transformer_optimizer(
         d_model: The model width `D`, passed to `TransformerSchedule`.
         warmup_steps: Warm-up steps of the schedule (4000 in the paper).
         scale: Constant factor on the learning rate (1.0 in the paper).
+        cooldown: `(start, steps)`: after step `start` the rate falls
+            linearly to zero over `steps` steps (`LinearCooldown`); `None`
+            (the paper): no cool-down.
         **adam_kwargs: Further arguments of Adam, such as
             `clipnorm` or `weight_decay` (decoupled; a `weight_decay` of 0
             is left out, so the step has no decay op at all). `beta_1`,
@@ -28,7 +32,8 @@ def transformer_optimizer(
 
     Returns:
         A `keras.optimizers.Adam` with `learning_rate` a
-        `TransformerSchedule(d_model, warmup_steps, scale)`.
+        `TransformerSchedule(d_model, warmup_steps, scale)`, or with
+        `cooldown` that schedule in a `LinearCooldown`.
 
     Example:
 
@@ -53,4 +58,6 @@ def transformer_optimizer(
     if not options.get("weight_decay"):
         options.pop("weight_decay", None)
     schedule = TransformerSchedule(d_model, warmup_steps=warmup_steps, scale=scale)
+    if cooldown is not None:
+        schedule = LinearCooldown(schedule, *cooldown)
     return keras.optimizers.Adam(learning_rate=schedule, **options)

@@ -320,6 +320,17 @@ def test_weight_decay_shrinks_every_kernel_and_the_embeddings(tmp_path):
         assert norm_decayed < 0.8 * norm_plain, (path, norm_plain, norm_decayed)
 
 
+def test_cooldown_steps_bring_the_rate_to_zero_at_the_last_step(tmp_path):
+    train_from_config(_config(tmp_path, steps=4, cooldown_steps=2), verbose=0)
+    model = keras.models.load_model(tmp_path / "run" / "model.keras")
+    schedule = model.optimizer.get_config()["learning_rate"]
+    assert schedule["class_name"] == "LinearCooldown"
+    assert (schedule["config"]["start"], schedule["config"]["steps"]) == (2, 2)
+    assert schedule["config"]["schedule"]["config"]["warmup_steps"] == 10
+    assert int(model.optimizer.iterations) == 4
+    assert float(model.optimizer.learning_rate) == 0.0
+
+
 @pytest.mark.slow
 def test_rdrop_trains_an_rdrop_model_that_translates_as_a_transformer(tmp_path):
     config = _config(tmp_path, rdrop_alpha=5.0)

@@ -6,7 +6,7 @@ import keras
 import pytest
 
 from keras_transformer import losses, metrics
-from keras_transformer.schedules import transformer_schedule
+from keras_transformer.schedules import linear_cooldown, transformer_schedule
 from keras_transformer.training import (
     averaging,
     best,
@@ -20,6 +20,7 @@ from keras_transformer.training import (
 
 MODULES = [
     transformer_schedule,
+    linear_cooldown,
     losses,
     metrics,
     optimizers,
