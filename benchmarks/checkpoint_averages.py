@@ -18,7 +18,7 @@ sacrebleu BLEU and chrF. Validation only: test data is not read.
 Usage (from the repository root):
 
     .venv/bin/python benchmarks/checkpoint_averages.py --run runs/two_hours_s0 \\
-        --out benchmarks/results/rdrop/averages_seed0
+        --out benchmarks/results/rdrop/averages_alpha1_seed0_11020
 
 Without `--data`, Multi30k val is read from `../shared/data/multi30k` beside
 the repository; `--valid run` scores the run's own validation split.

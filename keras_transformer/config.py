@@ -275,8 +275,10 @@ class TrainingConfig(_Section):
     cooldown_steps: int = Field(
         0,
         ge=0,
-        description="the rate falls linearly to zero over the last this many of "
-        "training.steps (0: off, the paper)",
+        description="the rate falls linearly over the last this many of "
+        "training.steps, to zero just after the last (0: off, the paper); "
+        "another training.steps moves the line, and minutes or epochs that "
+        "end the run first cut it short",
     )
     label_smoothing: float = Field(0.1, ge=0, lt=1, description="epsilon_ls")
     rdrop_alpha: float = Field(

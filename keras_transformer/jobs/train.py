@@ -217,6 +217,13 @@ def _start(config, out, chief, verbose, overwrite, evaluate) -> dict:
                 out,
                 kept,
             )
+            if config.training.cooldown_steps:
+                logger.warning(
+                    "training.cooldown_steps: the rate's cool-down now ends at "
+                    "step %d; the run goes on from the rate of that line, not "
+                    "from where its cool-down left it.",
+                    config.training.steps,
+                )
         # The recipe, with the budget it now trains to.
         entries = [CONFIG_FILE, TOKENIZER_DIR]
         entries += [PREPARED_DIR] if root == out / PREPARED_DIR else []
@@ -497,6 +504,15 @@ def _train(
         raise TrainingInterrupted(
             f"{stop.received} at step {steps}: the training state is saved in "
             f"{out / CHECKPOINT_DIR}; run the same command again to resume"
+        )
+    if tr.cooldown_steps and steps < tr.steps:
+        logger.warning(
+            "Training stopped at step %d, before training.steps (%d) where the "
+            "cool-down (training.cooldown_steps %d) ends: the rate did not reach "
+            "zero (training.minutes or training.epochs came first).",
+            steps,
+            tr.steps,
+            tr.cooldown_steps,
         )
 
     def validation_perplexity():

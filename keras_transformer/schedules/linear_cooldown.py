@@ -19,8 +19,14 @@ class LinearCooldown(keras.optimizers.schedules.LearningRateSchedule):
     2024 study it after a constant rate; here it follows the paper's
     inverse square root). A run of `N` steps takes `start = N - steps`.
 
+    A Keras optimizer asks for the rate of each update at its iteration
+    count before the update, so of a run of `N = start + steps` updates the
+    last `steps` ones take `steps / steps, ..., 1 / steps` of the rate at
+    `start`: the rate reaches zero just after the last update.
+
     Like the schedules it wraps, it is a pure function of `step`: a run
-    resumed from a checkpoint continues on the same curve.
+    resumed from a checkpoint continues on the same line as long as `start`
+    and `steps` stay the same.
 
     Args:
         schedule: the schedule until `start` (a `LearningRateSchedule`).

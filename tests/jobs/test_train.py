@@ -1,6 +1,7 @@
 """The train job in process: policy restored, overrides used, runs extended."""
 
 import json
+import logging
 
 import keras
 import numpy as np
@@ -320,15 +321,27 @@ def test_weight_decay_shrinks_every_kernel_and_the_embeddings(tmp_path):
         assert norm_decayed < 0.8 * norm_plain, (path, norm_plain, norm_decayed)
 
 
-def test_cooldown_steps_bring_the_rate_to_zero_at_the_last_step(tmp_path):
+def test_cooldown_steps_take_the_last_updates_down_a_line(tmp_path, caplog):
     train_from_config(_config(tmp_path, steps=4, cooldown_steps=2), verbose=0)
     model = keras.models.load_model(tmp_path / "run" / "model.keras")
-    schedule = model.optimizer.get_config()["learning_rate"]
-    assert schedule["class_name"] == "LinearCooldown"
-    assert (schedule["config"]["start"], schedule["config"]["steps"]) == (2, 2)
-    assert schedule["config"]["schedule"]["config"]["warmup_steps"] == 10
+    config = model.optimizer.get_config()["learning_rate"]
+    assert config["class_name"] == "LinearCooldown"
+    assert config["config"]["schedule"]["config"]["warmup_steps"] == 10
+    schedule = keras.optimizers.schedules.deserialize(config)
+    # Updates 3 and 4 (iterations 2 and 3) take 1 and 1/2 of the paper's
+    # rate at step 2: 16**-0.5 * 2 * 10**-1.5 = 0.0158114.
     assert int(model.optimizer.iterations) == 4
-    assert float(model.optimizer.learning_rate) == 0.0
+    np.testing.assert_allclose(
+        [float(schedule(2)), float(schedule(3))], [0.0158114, 0.0079057], rtol=1e-5
+    )
+    assert not [r for r in caplog.records if "cool-down" in r.getMessage()]
+    # A budget that stops the run first: it says the line was cut short.
+    (tmp_path / "cut").mkdir()
+    config = _config(tmp_path / "cut", steps=100, cooldown_steps=2, epochs=1)
+    with caplog.at_level(logging.WARNING):
+        summary = train_from_config(config, verbose=0)
+    assert summary["steps"] < 100
+    assert any("did not reach zero" in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.slow

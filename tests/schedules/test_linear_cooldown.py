@@ -33,6 +33,23 @@ def test_values_match_the_reference_over_a_whole_run():
     assert np.all(rates[100:] == 0.0)
 
 
+def test_adam_updates_take_the_line_down_to_the_last_one():
+    # d_model 64, warm-up 10: the paper's rate at step 1 is
+    # 64**-0.5 * 10**-1.5 = 0.00395285. A cool-down from start 1 over 2
+    # steps: Keras asks for the rate at the iteration count before each
+    # update, so updates 1-4 take 1, 1, 1/2 and 0 of it. Adam's update on a
+    # constant gradient is the rate itself (up to epsilon).
+    rate = 0.00395285
+    optimizer = transformer_optimizer(64, warmup_steps=10, cooldown=(1, 2))
+    weight = keras.Variable(0.0)
+    moves = []
+    for _ in range(4):
+        before = float(weight.numpy())
+        optimizer.apply_gradients([(keras.ops.convert_to_tensor(-1.0), weight)])
+        moves.append(float(weight.numpy()) - before)
+    np.testing.assert_allclose(moves, [rate, rate, rate / 2, 0.0], rtol=1e-4)
+
+
 def test_tensor_steps_eager_and_in_tf_function():
     schedule = LinearCooldown(TransformerSchedule(256, warmup_steps=100), 900, 200)
     step = tf.Variable(1000, dtype=tf.int64)
