@@ -230,12 +230,9 @@ def bleu_by_steps(
     return result
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_validation_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--run`, and which validation sentences: `--valid`, `--data`, `--limit`."""
     parser.add_argument("--run", required=True, help="a finished training run")
-    parser.add_argument(
-        "--out", default=DEFAULT_OUT, help="writes OUT.json and OUT.png"
-    )
     parser.add_argument(
         "--valid",
         choices=("multi30k", "run"),
@@ -245,6 +242,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--data", default=DEFAULT_DATA, help="Multi30k directory")
     parser.add_argument(
         "--limit", type=int, help="score only the first N validation sentences"
+    )
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_validation_arguments(parser)
+    parser.add_argument(
+        "--out", default=DEFAULT_OUT, help="writes OUT.json and OUT.png"
     )
     args = parser.parse_args(argv)
     return bleu_by_steps(args.run, args.out, args.valid, args.data, args.limit)

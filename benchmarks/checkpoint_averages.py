@@ -32,7 +32,13 @@ import os
 import sys
 from pathlib import Path
 
-from bleu_by_steps import DEFAULT_DATA, REPO, run_config, validation_pairs
+from bleu_by_steps import (
+    DEFAULT_DATA,
+    REPO,
+    add_validation_arguments,
+    run_config,
+    validation_pairs,
+)
 
 DEFAULT_OUT = os.path.join(REPO, "benchmarks", "results", "checkpoint_averages")
 
@@ -130,18 +136,8 @@ def checkpoint_averages(
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--run", required=True, help="a finished training run")
+    add_validation_arguments(parser)
     parser.add_argument("--out", default=DEFAULT_OUT, help="writes OUT.json")
-    parser.add_argument(
-        "--valid",
-        choices=("multi30k", "run"),
-        default="multi30k",
-        help="Multi30k val from --data, or the run's own validation split",
-    )
-    parser.add_argument("--data", default=DEFAULT_DATA, help="Multi30k directory")
-    parser.add_argument(
-        "--limit", type=int, help="score only the first N validation sentences"
-    )
     args = parser.parse_args(argv)
     return checkpoint_averages(args.run, args.out, args.valid, args.data, args.limit)
 
