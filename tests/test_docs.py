@@ -113,19 +113,24 @@ def test_commands_read_no_folder_of_our_machines():
 
 def test_benchmark_options_in_the_docs_exist():
     """Each option a documented command gives a script of benchmarks/ is one
-    the script defines (a section on removed code names a script that is
-    gone, and is left alone)."""
+    the script, or a sibling script it imports, defines (a section on
+    removed code names a script that is gone, and is left alone)."""
     unknown, checked = [], set()
     for name, command in _commands():
         match = re.search(r"benchmarks/(\w+)\.py(.*)", command)
         if not match or not (ROOT / "benchmarks" / f"{match[1]}.py").exists():
             continue
         source = (ROOT / "benchmarks" / f"{match[1]}.py").read_text()
+        # with the options it takes from a sibling script it imports
+        for sibling in re.findall(r"^from (\w+) import", source, re.MULTILINE):
+            if (ROOT / "benchmarks" / f"{sibling}.py").exists():
+                source += (ROOT / "benchmarks" / f"{sibling}.py").read_text()
         for option in re.findall(r"(?<!\S)--[\w-]+", match[2].split("  #")[0]):
             checked.add((match[1], option))
             if f'"{option}"' not in source:
                 unknown.append((name, match[1], option))
     assert ("ctranslate2_compare", "--data") in checked
+    assert ("checkpoint_averages", "--run") in checked
     assert unknown == []
 
 
