@@ -47,7 +47,13 @@ import keras
 import yaml
 
 from keras_transformer import data
-from keras_transformer.config import Config, ConfigError, check_paths, load_config
+from keras_transformer.config import (
+    Config,
+    ConfigError,
+    check_paths,
+    load_config,
+    read_yaml,
+)
 from keras_transformer.data.prepared import NoPairsError
 from keras_transformer.decoding import Translator
 from keras_transformer.evaluation import score_translations
@@ -217,13 +223,8 @@ def _start(config, out, chief, verbose, overwrite, evaluate) -> dict:
                 out,
                 kept,
             )
-            if config.training.cooldown_steps:
-                logger.warning(
-                    "training.cooldown_steps: the rate's cool-down now ends at "
-                    "step %d; the run goes on from the rate of that line, not "
-                    "from where its cool-down left it.",
-                    config.training.steps,
-                )
+        if status in ("resume", "extend"):
+            _warn_if_the_cooldown_moves(out, config.training)
         # The recipe, with the budget it now trains to.
         entries = [CONFIG_FILE, TOKENIZER_DIR]
         entries += [PREPARED_DIR] if root == out / PREPARED_DIR else []
@@ -346,6 +347,34 @@ def _exclude_from_weight_decay(optimizer, names: list[str]) -> None:
         optimizer.exclude_from_weight_decay(
             var_names=[re.escape(name) for name in names]
         )
+
+
+def _warn_if_the_cooldown_moves(out: Path, tr) -> None:
+    """Say so when another `training.steps` moves the run's cool-down line.
+
+    The line ends at `training.steps`: a run resumed or trained on with
+    another number of steps goes on from the new line's rate, not from where
+    the old line had taken it.
+    """
+    if not tr.cooldown_steps:
+        return
+    try:
+        before = read_yaml(out / CONFIG_FILE)["training"]["steps"]
+    except (OSError, ConfigError, KeyError, TypeError):
+        return
+    if not isinstance(before, int) or before == tr.steps:
+        return
+    logger.warning(
+        "training.cooldown_steps: this run was to cool down over steps %d-%d "
+        "(training.steps %d); with training.steps %d it cools down over steps "
+        "%d-%d, going on from the rate of that line.",
+        before - tr.cooldown_steps,
+        before,
+        before,
+        tr.steps,
+        tr.steps - tr.cooldown_steps,
+        tr.steps,
+    )
 
 
 def _train(

@@ -12,7 +12,7 @@ import yaml
 from keras_transformer.config import config_from_dict
 from keras_transformer.decoding import Translator
 from keras_transformer.jobs.run_dir import load_trained
-from keras_transformer.jobs.train import train_from_config
+from keras_transformer.jobs.train import _warn_if_the_cooldown_moves, train_from_config
 from keras_transformer.models import RDropTransformer
 from keras_transformer.training.checkpoints import checkpoint_prefixes
 
@@ -335,6 +335,31 @@ def test_cooldown_steps_take_the_last_updates_down_a_line(tmp_path, caplog):
         [float(schedule(2)), float(schedule(3))], [0.0158114, 0.0079057], rtol=1e-5
     )
     assert not [r for r in caplog.records if "cool-down" in r.getMessage()]
+
+    def moved():
+        return [r.getMessage() for r in caplog.records if "cool down" in r.getMessage()]
+
+    with caplog.at_level(logging.WARNING):
+        # The recipe's own steps: the line stays where it was.
+        same = _config(tmp_path, steps=4, cooldown_steps=2).training
+        _warn_if_the_cooldown_moves(tmp_path / "run", same)
+        assert not moved()
+        # A run killed before it wrote its summary resumes; with more steps
+        # its line moves, and the run says so.
+        (tmp_path / "run" / "summary.json").unlink()
+        train_from_config(_config(tmp_path, steps=6, cooldown_steps=2), verbose=0)
+        assert len(moved()) == 1
+        assert "over steps 2-4 (training.steps 4)" in moved()[0]
+        assert "with training.steps 6 it cools down over steps 4-6" in moved()[0]
+        # A finished run trained on: the same warning.
+        train_from_config(_config(tmp_path, steps=8, cooldown_steps=2), verbose=0)
+        assert len(moved()) == 2 and "over steps 4-6 (training.steps 6)" in moved()[1]
+    model = keras.models.load_model(tmp_path / "run" / "model.keras")
+    assert int(model.optimizer.iterations) == 8
+    schedule = keras.optimizers.schedules.deserialize(
+        model.optimizer.get_config()["learning_rate"]
+    )
+    assert (schedule.start, schedule.steps) == (6, 2)
     # A budget that stops the run first: it says the line was cut short.
     (tmp_path / "cut").mkdir()
     config = _config(tmp_path / "cut", steps=100, cooldown_steps=2, epochs=1)
