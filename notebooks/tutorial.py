@@ -90,6 +90,19 @@ def save_model(model, tokenizer, info):
     (MODEL_DIR / "info.json").write_text(json.dumps(info, indent=1))
 
 
+def saved_info():
+    """The description `save_model` wrote last; `{}` if there is none whole.
+
+    A save stopped before or while writing it (a crash, a full disk) leaves
+    none, or a cut-off file: either way the model beside it is not complete.
+    """
+    try:
+        info = json.loads((MODEL_DIR / "info.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
 def load_model():
     """The saved model, its tokenizer and description; trains it when missing.
 
@@ -97,15 +110,14 @@ def load_model():
         `(model, tokenizer, info)`; `info` is the dict notebook 5 saved
         (corpus, steps, minutes, validation scores).
     """
-    info_file = MODEL_DIR / "info.json"
-    info = json.loads(info_file.read_text()) if info_file.exists() else {}
+    info = saved_info()
     if info.get("notebook_05") != fingerprint():
         print(
             f"No model from this notebook 5 in {MODEL_DIR.name}/: "
             "running notebook 5 to train it (its file is not changed)..."
         )
         run_training_notebook()
-        info = json.loads(info_file.read_text())
+        info = saved_info()
     model = keras.models.load_model(MODEL_DIR / "model.keras")
     tokenizer = data.Tokenizer.load(MODEL_DIR / "tokenizer")
     return model, tokenizer, info
