@@ -32,24 +32,14 @@ from pathlib import Path
 COPIED = ("config.yaml", "run.json", "tokenizer", "prepared", "logs")
 
 
-def _link_or_copy(source: str, target: str) -> str:
-    """Hard-links a checkpoint's data file (TensorFlow replaces, never edits,
-    one); copies anything else, such as an index TensorFlow rewrites in place."""
-    if ".data-" in os.path.basename(source):
-        try:
-            os.link(source, target)
-            return target
-        except OSError:  # a file system without hard links
-            pass
-    return shutil.copy2(source, target)
-
-
 def copy_snapshot(run: str | os.PathLike, step: int, output: str | os.PathLike):
     """Writes `output`: a run of `run`'s recipe whose newest state is `step`.
 
     Raises:
         SystemExit: `run` has no snapshot at `step`, or `output` exists.
     """
+    from keras_transformer.training.checkpoints import _link_or_copy
+
     run, output = Path(run), Path(output)
     snapshot = run / "snapshots" / f"step_{step}"
     info_file = snapshot / "snapshot.json"
