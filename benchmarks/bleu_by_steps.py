@@ -13,6 +13,9 @@ the run's recipe, and writes
   (from `summary.json`, placed on the step axis);
 - `OUT.png`: validation BLEU against steps, the perplexity beside it.
 
+`--dtype float32` decodes each model rebuilt in that dtype policy (a run
+trained under "mixed_bfloat16" decodes in bfloat16 otherwise).
+
 The validation split is Multi30k `val` (1014 sentences) from `--data`, or,
 with `--valid run`, the validation split the run's own recipe names.
 
@@ -105,14 +108,52 @@ def validation_pairs(
     return _pairs(split)
 
 
+def translator_in_policy(folder: Path, policy: str, beam_size: int, alpha: float):
+    """The model in `folder` rebuilt in the dtype policy `policy`, as
+    `load_translator`'s function (its `"translations"` only).
+
+    The model is built anew from its config with `dtype=policy` and given
+    the saved weights, so a model trained under "mixed_bfloat16" can be
+    decoded in "float32", and the other way round.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_transformer.decoding import Translator
+    from keras_transformer.jobs.run_dir import load_trained
+
+    model, tokenizer = load_trained(folder)
+    rebuilt = model.__class__.from_config({**model.get_config(), "dtype": policy})
+    rebuilt((np.ones((1, 2), "int32"), np.ones((1, 2), "int32")))
+    rebuilt.set_weights(model.get_weights())
+    translator = Translator(tokenizer, rebuilt)
+    settings = (tf.constant(beam_size, tf.int32), tf.constant(alpha, tf.float32))
+
+    def translate(sentences: list[str]) -> dict:
+        out = translator.translate(tf.constant(sentences, tf.string), *settings)
+        return {
+            "translations": [t.decode("utf-8") for t in out["translations"].numpy()]
+        }
+
+    return translate
+
+
 def score_snapshot(
-    folder: Path, sources: list[str], references: list[str], search: dict
+    folder: Path,
+    sources: list[str],
+    references: list[str],
+    search: dict,
+    dtype: str | None = None,
 ) -> dict:
-    """BLEU and chrF of the snapshot's model, translating as `evaluate` does."""
+    """BLEU and chrF of the snapshot's model, translating as `evaluate` does
+    (with `dtype`, the model rebuilt in that dtype policy)."""
     from keras_transformer.evaluation import score_translations
     from keras_transformer.jobs.translate import CHUNK_LINES, load_translator
 
-    translate = load_translator(folder, **search)
+    if dtype:
+        translate = translator_in_policy(folder, dtype, **search)
+    else:
+        translate = load_translator(folder, **search)
     hypotheses = []
     for i in range(0, len(sources), CHUNK_LINES):
         hypotheses += translate(sources[i : i + CHUNK_LINES])["translations"]
@@ -190,8 +231,12 @@ def bleu_by_steps(
     valid: str = "multi30k",
     data_dir: str = DEFAULT_DATA,
     limit: int | None = None,
+    dtype: str | None = None,
 ) -> dict:
     """Scores every model of `run` by step; writes `out.json` and `out.png`.
+
+    With `dtype` (a Keras dtype policy), each model is rebuilt in that
+    policy before it translates, and the JSON records it.
 
     Returns:
         What `out.json` holds.
@@ -209,7 +254,7 @@ def bleu_by_steps(
     search = search_settings(snapshots[0][1])
     rows = []
     for step, folder in snapshots:
-        scores = score_snapshot(folder, sources, references, search)
+        scores = score_snapshot(folder, sources, references, search, dtype)
         model = folder.relative_to(run).as_posix() if folder != Path(run) else "."
         rows.append({"step": step, "model": model, **scores})
         print(
@@ -221,6 +266,7 @@ def bleu_by_steps(
         "validation": "multi30k val" if valid == "multi30k" else "the run's own",
         "sentences": len(sources),
         **search,
+        **({"dtype": dtype} if dtype else {}),
         "snapshots": rows,
         "valid_perplexity": perplexity_by_epoch(run),
     }
@@ -251,8 +297,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--out", default=DEFAULT_OUT, help="writes OUT.json and OUT.png"
     )
+    parser.add_argument(
+        "--dtype",
+        choices=("float32", "mixed_float16", "mixed_bfloat16"),
+        help="decode each model rebuilt in this dtype policy (default: the "
+        "policy it was trained in)",
+    )
     args = parser.parse_args(argv)
-    return bleu_by_steps(args.run, args.out, args.valid, args.data, args.limit)
+    return bleu_by_steps(
+        args.run, args.out, args.valid, args.data, args.limit, args.dtype
+    )
 
 
 if __name__ == "__main__":

@@ -77,3 +77,23 @@ def test_scores_on_multi30k_val_by_default(run, tmp_path):
 def test_a_missing_multi30k_folder_is_named(run, tmp_path):
     with pytest.raises(SystemExit, match="no Multi30k val split there"):
         _script().main(["--run", str(run), "--data", str(tmp_path / "none")])
+
+
+@pytest.mark.slow
+def test_dtype_rebuilds_each_model_with_its_weights(run, tmp_path):
+    # The tiny run trained in float32: rebuilt in float32 from its config and
+    # given its weights, each model translates as the saved one does (a model
+    # left with fresh weights would not).
+    script = _script()
+    common = ["--run", str(run), "--valid", "run"]
+    saved = script.main([*common, "--out", str(tmp_path / "saved")])
+    rebuilt = script.main(
+        [*common, "--dtype", "float32", "--out", str(tmp_path / "rebuilt")]
+    )
+    assert rebuilt["dtype"] == "float32" and "dtype" not in saved
+    assert rebuilt["snapshots"] == saved["snapshots"]
+    folder = script.step_snapshots(run)[-1][1]
+    sentences = _valid_sentences(run)[:3]
+    search = {"beam_size": 2, "alpha": 0.3}
+    in_bf16 = script.translator_in_policy(folder, "mixed_bfloat16", **search)
+    assert len(in_bf16(sentences)["translations"]) == 3
