@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 import keras
+import tensorflow as tf
 import yaml
 
 from keras_transformer import data
@@ -110,6 +111,7 @@ from keras_transformer.training.interrupt import (
     TrainingDiverged,
     TrainingInterrupted,
 )
+from keras_transformer.training.precision import cpu_flags, cpu_precision_warning
 
 logger = logging.getLogger(__name__)
 
@@ -235,6 +237,10 @@ def _start(config, out, chief, verbose, overwrite, evaluate) -> dict:
     keras.utils.set_random_seed(tr.seed)
     previous_policy = keras.config.dtype_policy()
     set_mixed_precision(tr.mixed_precision)
+    gpus = len(tf.config.list_logical_devices("GPU"))
+    slow = cpu_precision_warning(tr.mixed_precision, gpus, cpu_flags())
+    if slow and chief:
+        logger.warning(slow)
     try:
         summary = _train(
             config, strategy, chief, out, verbose, splits, tokenizer, prepared

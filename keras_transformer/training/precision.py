@@ -1,12 +1,20 @@
 """Choosing the global floating-point policy for training."""
 
 import logging
+from pathlib import Path
 
 import keras
 
 logger = logging.getLogger(__name__)
 
 POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+
+# The /proc/cpuinfo flags of the instructions that compute in each mixed
+# policy's half-precision type; without them the CPU converts in software.
+_CPU_FLAGS = {
+    "mixed_bfloat16": ("avx512_bf16", "amx_bf16"),
+    "mixed_float16": ("avx512_fp16", "amx_fp16"),
+}
 
 
 def set_mixed_precision(policy: str) -> None:
@@ -46,3 +54,62 @@ def set_mixed_precision(policy: str) -> None:
         )
     keras.mixed_precision.set_dtype_policy(policy)
     logger.debug("Global dtype policy set to %s.", policy)
+
+
+def cpu_flags(path: str | Path = "/proc/cpuinfo") -> frozenset[str] | None:
+    """The instruction-set flags the CPU reports, or None where it cannot tell.
+
+    Reads the first `flags` line of Linux's `/proc/cpuinfo`; other systems
+    (and a file without that line) give None.
+
+    Example:
+
+    >>> flags = cpu_flags("/no/such/file")
+    >>> flags is None
+    True
+    """
+    try:
+        with open(path, encoding="utf-8") as lines:
+            for line in lines:
+                name, _, value = line.partition(":")
+                if name.strip() == "flags":
+                    return frozenset(value.split())
+    except OSError:
+        return None
+    return None
+
+
+def cpu_precision_warning(
+    policy: str, gpus: int, flags: frozenset[str] | None
+) -> str | None:
+    """Why `policy` may train slower than float32 here, or None.
+
+    A mixed policy pays on a CPU only where it has instructions for the
+    half-precision type: AVX512_BF16 or AMX for bfloat16, AVX512_FP16 or
+    AMX for float16. Without them the conversions are done in software.
+    Nothing is said where a GPU does the work or the flags are unknown.
+
+    Args:
+        policy: the dtype policy's name.
+        gpus: how many GPUs the run sees.
+        flags: the CPU's flags (`cpu_flags()`), or None.
+
+    Example:
+
+    >>> import textwrap
+    >>> warning = cpu_precision_warning("mixed_bfloat16", 0, frozenset({"avx2"}))
+    >>> print(textwrap.fill(warning, 72))
+    training.mixed_precision: mixed_bfloat16 on a CPU without avx512_bf16 or
+    amx_bf16 instructions converts in software and may train slower than
+    float32 (docs/training.md, "Mixed precision")
+    >>> cpu_precision_warning("mixed_bfloat16", 0, frozenset({"avx512_bf16"}))
+    >>> cpu_precision_warning("mixed_bfloat16", 1, frozenset({"avx2"}))
+    """
+    needed = _CPU_FLAGS.get(policy)
+    if needed is None or gpus or flags is None or flags.intersection(needed):
+        return None
+    return (
+        f"training.mixed_precision: {policy} on a CPU without "
+        f"{' or '.join(needed)} instructions converts in software and may "
+        'train slower than float32 (docs/training.md, "Mixed precision")'
+    )

@@ -11,6 +11,7 @@ import yaml
 
 from keras_transformer.config import config_from_dict
 from keras_transformer.decoding import Translator
+from keras_transformer.jobs import train
 from keras_transformer.jobs.run_dir import load_trained
 from keras_transformer.jobs.train import _warn_if_the_cooldown_moves, train_from_config
 from keras_transformer.models import RDropTransformer
@@ -55,11 +56,22 @@ def _config(tmp_path, **training):
 
 
 @pytest.mark.slow
-def test_mixed_precision_run_restores_the_policy_and_uses_the_overrides(tmp_path):
+def test_mixed_precision_run_restores_the_policy_and_uses_the_overrides(
+    tmp_path, monkeypatch, caplog
+):
     assert keras.config.dtype_policy().name == "float32"
-    summary = train_from_config(
-        _config(tmp_path, mixed_precision="mixed_bfloat16"), verbose=0
-    )
+    # A CPU without bfloat16 instructions: the run says it may be slower.
+    monkeypatch.setattr(train, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    with caplog.at_level(logging.WARNING, logger="keras_transformer"):
+        summary = train_from_config(
+            _config(tmp_path, mixed_precision="mixed_bfloat16"), verbose=0
+        )
+    slow = [r.getMessage() for r in caplog.records if "converts in software" in r.msg]
+    assert slow == [
+        "training.mixed_precision: mixed_bfloat16 on a CPU without avx512_bf16 or "
+        "amx_bf16 instructions converts in software and may train slower than "
+        'float32 (docs/training.md, "Mixed precision")'
+    ]
     assert keras.config.dtype_policy().name == "float32"  # as before the run
     assert summary["finished"] and summary["steps"] == 2
     model, _ = load_trained(tmp_path / "run")

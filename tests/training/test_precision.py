@@ -4,6 +4,7 @@ import keras
 import pytest
 
 from keras_transformer.training import set_mixed_precision
+from keras_transformer.training.precision import cpu_flags, cpu_precision_warning
 
 
 @pytest.fixture(autouse=True)
@@ -33,3 +34,52 @@ def test_unknown_policy_is_named_and_nothing_changes(policy):
     with pytest.raises(ValueError, match=f"policy='{policy}'"):
         set_mixed_precision(policy)
     assert keras.mixed_precision.dtype_policy().name == "mixed_bfloat16"
+
+
+CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC
+flags\t\t: fpu sse2 avx2 fma avx512f avx512_bf16
+bugs\t\t: sysret_ss_attrs
+
+processor\t: 1
+flags\t\t: fpu sse2 avx2 fma avx512f avx512_bf16
+"""
+
+
+def test_cpu_flags_reads_the_flags_line(tmp_path):
+    (tmp_path / "cpuinfo").write_text(CPUINFO)
+    flags = cpu_flags(tmp_path / "cpuinfo")
+    assert flags == {"fpu", "sse2", "avx2", "fma", "avx512f", "avx512_bf16"}
+
+
+def test_cpu_flags_is_none_where_the_cpu_cannot_tell(tmp_path):
+    assert cpu_flags(tmp_path / "absent") is None
+    (tmp_path / "cpuinfo").write_text("processor\t: 0\nmodel name\t: M1\n")
+    assert cpu_flags(tmp_path / "cpuinfo") is None
+
+
+@pytest.mark.parametrize(
+    "policy, gpus, flags, names",
+    [
+        ("mixed_bfloat16", 0, {"avx2", "fma"}, "avx512_bf16 or amx_bf16"),
+        ("mixed_bfloat16", 0, {"avx512f", "avx512_fp16"}, "avx512_bf16 or amx_bf16"),
+        ("mixed_float16", 0, {"avx512f", "avx512_bf16"}, "avx512_fp16 or amx_fp16"),
+        ("mixed_bfloat16", 0, {"avx512_bf16"}, None),
+        ("mixed_bfloat16", 0, {"amx_bf16"}, None),
+        ("mixed_float16", 0, {"amx_fp16"}, None),
+        ("mixed_bfloat16", 1, {"avx2"}, None),  # a GPU computes
+        ("mixed_float16", 2, {"avx2"}, None),
+        ("mixed_bfloat16", 0, None, None),  # flags unknown: nothing said
+        ("float32", 0, {"avx2"}, None),
+    ],
+)
+def test_cpu_precision_warning(policy, gpus, flags, names):
+    flags = None if flags is None else frozenset(flags)
+    warning = cpu_precision_warning(policy, gpus, flags)
+    if names is None:
+        assert warning is None
+    else:
+        assert warning.startswith(
+            f"training.mixed_precision: {policy} on a CPU without {names} instructions"
+        )
