@@ -44,7 +44,6 @@ import time
 from pathlib import Path
 
 import keras
-import tensorflow as tf
 import yaml
 
 from keras_transformer import data
@@ -237,10 +236,11 @@ def _start(config, out, chief, verbose, overwrite, evaluate) -> dict:
     keras.utils.set_random_seed(tr.seed)
     previous_policy = keras.config.dtype_policy()
     set_mixed_precision(tr.mixed_precision)
-    gpus = len(tf.config.list_logical_devices("GPU"))
-    slow = cpu_precision_warning(tr.mixed_precision, gpus, cpu_flags())
-    if slow and chief:
-        logger.warning(slow)
+    if chief and tr.mixed_precision != "float32":
+        gpus = len(keras.distribution.list_devices("gpu"))
+        slow = cpu_precision_warning(tr.mixed_precision, gpus, cpu_flags())
+        if slow:
+            logger.warning(slow)
     try:
         summary = _train(
             config, strategy, chief, out, verbose, splits, tokenizer, prepared
