@@ -212,6 +212,7 @@ def _run(args: argparse.Namespace) -> None:
             "training.minutes": args.minutes,
             "training.steps": args.steps,
             "training.checkpoint_steps": args.checkpoint_steps,
+            "training.mixed_precision": args.mixed_precision,
             "training.seed": args.seed,
         }
         with contextlib.redirect_stdout(sys.stderr):

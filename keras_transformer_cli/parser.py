@@ -162,6 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
         "so a run by steps averages the same ones on any machine",
     )
     train.add_argument(
+        "--mixed-precision",
+        choices=["float32", "mixed_float16", "mixed_bfloat16"],
+        help="overrides training.mixed_precision: float32 for a recipe of "
+        "mixed_bfloat16 on a CPU without bfloat16 instructions",
+    )
+    train.add_argument(
         "--seed",
         type=int,
         help="overrides training.seed (weights, dropout, data order)",

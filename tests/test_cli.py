@@ -24,6 +24,7 @@ from sacrebleu.metrics import BLEU
 import keras_transformer_cli
 from keras_transformer import __version__, cli
 from keras_transformer.jobs.run_dir import load_trained
+from keras_transformer.training.precision import POLICIES
 from keras_transformer_cli import parser as cli_parser
 
 SOURCES = ["one cat", "two cats", "three dogs", "a dog", "four birds", "one bird"]
@@ -162,6 +163,10 @@ def test_verbose_before_or_after_the_command(argv, verbose):
             ["--checkpoint-steps", "got 0"],
         ),
         (["train", "--config", "C", "--minutes", "x"], ["--minutes"]),
+        (
+            ["train", "--config", "C", "--mixed-precision", "bfloat16"],
+            ["--mixed-precision", "'bfloat16'"],
+        ),
         (["translate", "--model", "M", "--beam", "0"], ["--beam", "got 0"]),
         (["translate", "--model", "M", "--alpha", "-1"], ["--alpha"]),
         (["translate", "--model", "M", "--alpha", "inf"], ["--alpha", "finite"]),
@@ -232,7 +237,9 @@ def test_data_dir_overrides_the_recipes(tmp_path, capsys, monkeypatch):
     assert _snapshot(tmp_path) == before
 
 
-def test_seed_and_checkpoint_steps_override_the_recipes(tmp_path, capsys, monkeypatch):
+def test_seed_checkpoint_steps_and_precision_override_the_recipes(
+    tmp_path, capsys, monkeypatch
+):
     path = _recipe(tmp_path)
     _error(capsys, ["train", "--config", str(path), "--seed", "-1"], "training.seed")
     seen = {}
@@ -248,6 +255,10 @@ def test_seed_and_checkpoint_steps_override_the_recipes(tmp_path, capsys, monkey
     argv = ["train", "--config", str(path), "--checkpoint-steps", "184"]
     assert cli.main(argv) == 0
     assert seen == {"training.checkpoint_steps": 184}
+    seen.clear()
+    argv = ["train", "--config", str(path), "--mixed-precision", "float32"]
+    assert cli.main(argv) == 0
+    assert seen == {"training.mixed_precision": "float32"}
 
 
 def test_a_run_of_another_recipe_or_a_foreign_directory_is_refused(tmp_path, capsys):
@@ -712,3 +723,10 @@ def test_verbose_after_the_command_shows_the_traceback(tmp_path):
     )
     assert result.returncode == 2
     assert "Traceback" in result.stderr and "Config file not found" in result.stderr
+
+
+def test_mixed_precision_offers_every_policy_of_the_recipes():
+    parser = cli_parser.build_parser()
+    for policy in POLICIES:
+        argv = ["train", "--config", "C", "--mixed-precision", policy]
+        assert parser.parse_args(argv).mixed_precision == policy
