@@ -8,7 +8,6 @@ import logging
 import os
 import re
 import tempfile
-import threading
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -20,6 +19,7 @@ from sentencepiece import sentencepiece_model_pb2
 
 # The reserved ids (keras_transformer.token_ids), also importable from here.
 from keras_transformer.data.sampling import reservoir_sample
+from keras_transformer.data.segmentation import UnigramVocabulary
 from keras_transformer.token_ids import END_ID, PAD_ID, START_ID, UNK_ID  # noqa: F401
 
 logger = logging.getLogger(__name__)
@@ -53,9 +53,6 @@ _NORMALIZATION_RULES = "FEFF\t\n"
 _NORMALIZATION_OPTIONS = ("normalization_rule_name", "normalization_rule_tsv")
 
 _SPACES = re.compile(" +")
-# SentencePiece draws from one seed for the whole process: a draw is seeded
-# and made under this lock, in one thread, to be a function of its seed.
-_SAMPLING_LOCK = threading.Lock()
 
 
 class Tokenizer(tf.Module):
@@ -102,6 +99,7 @@ class Tokenizer(tf.Module):
         super().__init__(name=name)
         self.model_proto = bytes(model_proto)
         self._processor = spm.SentencePieceProcessor(model_proto=self.model_proto)
+        self._vocabulary = None  # (made by the first `tokenize_sampled`)
         self.vocab_size = int(self._processor.get_piece_size())
         expected = ["<pad>", "<unk>", "<s>", "</s>"]
         received = [
@@ -206,11 +204,13 @@ class Tokenizer(tf.Module):
     ) -> list[list[int]]:
         """Sampled segmentations: subword regularization (Kudo, 2018).
 
-        Each sentence's pieces are drawn from the model's distribution over
-        all its segmentations, sharpened by `alpha` (`P(x)^alpha`, smaller
-        is more uniform; for a BPE model, `alpha` is the BPE-dropout rate).
-        The draw is a function of `seed` and the sentences, on any machine
-        and in any thread. Every segmentation detokenizes to the same text.
+        Each sentence's pieces are drawn from the unigram model's
+        distribution over all its segmentations, sharpened by `alpha`
+        (`P(x)^alpha`, smaller is more uniform), by a NumPy generator
+        (`keras_transformer.data.segmentation`; SentencePiece's own draw
+        differs from process to process whatever its seed). The draw is a
+        function of `seed` and the sentences, in any process, thread or
+        machine. Every segmentation detokenizes to the same text.
 
         Args:
             sentences: strings (or UTF-8 bytes).
@@ -225,6 +225,10 @@ class Tokenizer(tf.Module):
         Returns:
             One list of ids per sentence, without start or end ids.
 
+        Raises:
+            ValueError: `alpha` is out of range, or the model is not a
+                unigram model (`Tokenizer.train(model_type="bpe")`).
+
         Example:
             >>> tokenizer = Tokenizer.train(
             ...     ["a small example", "ein kleines Beispiel"] * 20, vocab_size=300
@@ -237,28 +241,32 @@ class Tokenizer(tf.Module):
         """
         if not 0 < alpha <= 1:
             raise ValueError(f"alpha must be in (0, 1]. Received: {alpha}")
-        texts = [s.decode("utf-8") if isinstance(s, bytes) else s for s in sentences]
-        with _SAMPLING_LOCK:
-            # (SentencePiece takes a 32-bit seed.)
-            spm.set_random_generator_seed(int(seed) % (1 << 32))
-            ids = [None] * len(texts)
-            todo = list(range(len(texts)))
+        if self._vocabulary is None:
+            self._vocabulary = UnigramVocabulary(self.model_proto)
+        vocabulary = self._vocabulary
+        generator = np.random.default_rng(int(seed))
+        ids = []
+        for i, sentence in enumerate(sentences):
+            if isinstance(sentence, bytes):
+                sentence = sentence.decode("utf-8")
+            normalized = self._processor.normalize(sentence)
+            words = [vocabulary.lattice(w) for w in vocabulary.words(normalized)]
             for _ in range(tries if longest is not None else 1):
-                drawn = self._processor.encode(
-                    [texts[i] for i in todo],
-                    enable_sampling=True,
-                    alpha=alpha,
-                    nbest_size=-1,
-                    num_threads=1,
-                )
-                for i, row in zip(todo, drawn, strict=True):
-                    ids[i] = row
-                todo = [i for i in todo if len(ids[i]) > longest[i]] if longest else []
-                if not todo:
+                uniforms = iter(generator.random(len(normalized)).tolist())
+                drawn = [w.sample(alpha, uniforms) for w in words]
+                if longest is None or sum(map(len, drawn)) <= longest[i]:
                     break
-        for i in todo:
-            ids[i] = self._processor.encode(texts[i])
+            else:
+                drawn = [w.best() for w in words]
+            ids.append(self._joined(drawn))
         return ids
+
+    def _joined(self, words: list[list[int]]) -> list[int]:
+        ids = list(itertools.chain.from_iterable(words))
+        if self._vocabulary.byte_fallback:
+            return ids
+        # Without byte fallback, a run of unknown characters is one <unk>.
+        return [i for k, i in enumerate(ids) if i != UNK_ID or ids[k - 1 : k] != [i]]
 
     def id_to_token(self, token_id: int) -> str:
         """The subword piece of one id.

@@ -16,6 +16,7 @@ MODULES = [
         "multi30k",
         "prepared",
         "sampling",
+        "segmentation",
         "shard_batches",
         "streams",
         "tfds_corpora",
