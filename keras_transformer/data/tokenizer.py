@@ -438,7 +438,8 @@ class Tokenizer(tf.Module):
                 million by default: SentencePiece advises a sample of a few
                 million sentences for large corpora, and the subword
                 statistics change little beyond.
-            seed: seed of the sample and of SentencePiece's own draws.
+            seed: seed of the sample (SentencePiece's training, given all
+                its sentences, draws nothing).
             **options: other `sentencepiece.SentencePieceTrainer` options,
                 except those fixing the reserved ids and the normalization.
                 `num_threads` is 16 unless given, whatever the number of
@@ -470,7 +471,6 @@ class Tokenizer(tf.Module):
             disable=None,
             leave=False,
         )
-        spm.set_random_generator_seed(seed)
         if max_sentences is None:
             feed = _Counted(sentences)
         else:
