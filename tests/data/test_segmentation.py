@@ -25,7 +25,8 @@ def test_best_segmentation_is_sentencepieces(builtin_tokenizer):
     vocabulary = UnigramVocabulary(builtin_tokenizer.model_proto)
     processor = builtin_tokenizer._processor
     corpus = builtin_corpus("val", max_pairs=150)
-    sentences = [*corpus.sources, *corpus.targets, UNSEEN]
+    odd = ["", "  ", "a\u2581b  \u2581", "\t", "x\u0301y \U0001d518nicode \U0001f600"]
+    sentences = [*corpus.sources, *corpus.targets, UNSEEN, *odd]
     for sentence in sentences:
         assert sentence_ids(vocabulary, processor, sentence, "best") == (
             processor.encode(sentence)
