@@ -103,6 +103,9 @@ class WordLattice:
             uniforms: numbers drawn uniformly from `[0, 1)`, one taken per
                 piece (at most one per character of the word).
         """
+        # (A NumPy float equal to a Python one finds the same tables: both
+        # are made in double precision.)
+        alpha = float(alpha)
         tables = self._tables.get(alpha)
         if tables is None:
             tables = self._tables[alpha] = self._sampling_tables(alpha)

@@ -209,8 +209,10 @@ class Tokenizer(tf.Module):
         (`P(x)^alpha`, smaller is more uniform), by a NumPy generator
         (`keras_transformer.data.segmentation`; SentencePiece's own draw
         differs from process to process whatever its seed). The draw is a
-        function of `seed` and the sentences, in any process, thread or
-        machine. Every segmentation detokenizes to the same text.
+        function of `seed` and the sentences, in any process or thread, and
+        on any machine whose `exp` rounds alike where a uniform falls
+        within rounding of a threshold. Every segmentation detokenizes to
+        the same text.
 
         Args:
             sentences: strings (or UTF-8 bytes).
@@ -244,7 +246,7 @@ class Tokenizer(tf.Module):
         if self._vocabulary is None:
             self._vocabulary = UnigramVocabulary(self.model_proto)
         vocabulary = self._vocabulary
-        generator = np.random.default_rng(int(seed))
+        generator = np.random.default_rng(int(seed) % (1 << 64))
         ids = []
         for i, sentence in enumerate(sentences):
             if isinstance(sentence, bytes):
@@ -253,12 +255,12 @@ class Tokenizer(tf.Module):
             words = [vocabulary.lattice(w) for w in vocabulary.words(normalized)]
             for _ in range(tries if longest is not None else 1):
                 uniforms = iter(generator.random(len(normalized)).tolist())
-                drawn = [w.sample(alpha, uniforms) for w in words]
-                if longest is None or sum(map(len, drawn)) <= longest[i]:
+                drawn = self._joined([w.sample(alpha, uniforms) for w in words])
+                if longest is None or len(drawn) <= longest[i]:
                     break
             else:
-                drawn = [w.best() for w in words]
-            ids.append(self._joined(drawn))
+                drawn = self._joined([w.best() for w in words])
+            ids.append(drawn)
         return ids
 
     def _joined(self, words: list[list[int]]) -> list[int]:

@@ -11,7 +11,7 @@ from keras_transformer.data import builtin_corpus
 from keras_transformer.data.segmentation import UnigramVocabulary, WordLattice
 from keras_transformer.data.tokenizer import UNK_ID, Tokenizer
 
-UNSEEN = "Ωmega kostet 5€ – naïve Öl"
+UNSEEN = "Ωmega kostet 5€ – naïve Öl, Ωein Ωder"
 
 
 def sentence_ids(vocabulary, processor, sentence, method):
@@ -38,28 +38,27 @@ def test_the_lattice_holds_every_segmentation_with_its_score(builtin_tokenizer):
     processor = builtin_tokenizer._processor
     corpus = builtin_corpus("val", max_pairs=20)
     words = {
-        w for s in corpus.targets for w in vocabulary.words(processor.normalize(s))
+        w
+        for s in [*corpus.targets, UNSEEN]
+        for w in vocabulary.words(processor.normalize(s))
     }
-    tested = 0
+    tested = unknown = 0
     for word in sorted(words):
         paths = vocabulary.lattice(word).paths()
         if not 1 < len(paths) <= 200:
             continue
         tested += 1
+        # (Byte pieces: the word has a character no piece covers.)
+        unknown += any(i in vocabulary.byte_ids.values() for _, p in paths for i in p)
         nbest = processor.nbest_encode(
             word.replace("▁", " "), return_type="proto", nbest_size=len(paths) + 5
         ).nbests
-        # SentencePiece's n-best lists unknown characters as <unk>, not bytes.
-        byte_ids = set(vocabulary.byte_ids.values())
-        known = {ids: score for score, ids in paths if not byte_ids & set(ids)}
-        theirs = {
-            tuple(p.id for p in n.pieces): n.score
-            for n in nbest
-            if UNK_ID not in [p.id for p in n.pieces]
-        }
-        assert set(theirs) == set(known)
+        theirs = {tuple(p.id for p in n.pieces): n.score for n in nbest}
+        ours = {ids: score for score, ids in paths}
+        assert set(theirs) == set(ours), word
         for ids, score in theirs.items():
-            assert known[ids] == pytest.approx(score, abs=1e-4)
+            assert ours[ids] == pytest.approx(score, abs=1e-4)
+    assert unknown >= 1
     assert tested >= 10
 
 
@@ -135,3 +134,45 @@ def test_draws_are_the_same_in_another_process(builtin_tokenizer, tmp_path):
     assert json.loads(result.stdout.strip().splitlines()[-1]) == drawn
     best = builtin_tokenizer.tokenize(tf.constant(sentences)).to_list()
     assert drawn != best
+
+
+def test_limits_count_a_run_of_unknown_characters_once():
+    tokenizer = Tokenizer.train(
+        ["a small example", "ein Beispiel"] * 20, vocab_size=60, byte_fallback=False
+    )
+    sentence = "ΨΦΧΩ small example"
+    best = tokenizer._processor.encode(sentence)
+    drawn = [
+        tokenizer.tokenize_sampled([sentence], 0.1, seed, longest=[len(best) + 2])[0]
+        for seed in range(20)
+    ]
+    assert all(len(d) <= len(best) + 2 for d in drawn)
+    assert sum(d != best for d in drawn) >= 5
+
+
+def test_any_integer_seeds_a_draw(builtin_tokenizer):
+    sentences = list(builtin_corpus("val", max_pairs=10).targets)
+    # Taken modulo 2**64.
+    assert builtin_tokenizer.tokenize_sampled(sentences, 0.5, seed=-1) == (
+        builtin_tokenizer.tokenize_sampled(sentences, 0.5, seed=2**64 - 1)
+    )
+    assert builtin_tokenizer.tokenize_sampled(sentences, 0.5, seed=2**64) == (
+        builtin_tokenizer.tokenize_sampled(sentences, 0.5, seed=0)
+    )
+
+
+def test_user_defined_symbols_across_words_keep_the_sentence_whole():
+    tokenizer = Tokenizer.train(
+        ["a small example", "ein kleines Beispiel"] * 20,
+        vocab_size=300,
+        user_defined_symbols=["New▁York"],
+    )
+    vocabulary = UnigramVocabulary(tokenizer.model_proto)
+    assert not vocabulary.split_words
+    processor = tokenizer._processor
+    for sentence in ["ein New York example", "New York", "a small Beispiel"]:
+        assert sentence_ids(vocabulary, processor, sentence, "best") == (
+            processor.encode(sentence)
+        )
+        drawn = tokenizer.tokenize_sampled([sentence], 0.5, seed=0)[0]
+        assert processor.decode(drawn) == sentence
