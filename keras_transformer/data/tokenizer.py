@@ -259,7 +259,7 @@ class Tokenizer(tf.Module):
                 if longest is None or len(drawn) <= longest[i]:
                     break
             else:
-                drawn = self._joined([w.best() for w in words])
+                drawn = self._processor.encode(sentence)
             ids.append(drawn)
         return ids
 
