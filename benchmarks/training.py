@@ -35,7 +35,10 @@ Keras's rewrite of the projections on a static length costs;
 `ours-attention-dropout-dynamic` is `ours-dynamic` with dropout 0.1 on the
 attention weights, `attention_dropout`, as the 30-minute recipe trains;
 `ours-activation-dropout-dynamic` adds dropout 0.1 inside the feed-forward
-networks, `activation_dropout`); every
+networks, `activation_dropout`; `ours-bf16-dynamic` is `ours-dynamic` in
+Keras's "mixed_bfloat16" policy, and `ours-bf16-float32-logits-dynamic` the
+same with the projection to the vocabulary in float32, as the model
+computed it before 2026-12-05); every
 variant trains with `keras.optimizers.Adam`;
 `--length` and `--batch-size` change the shape (the scaling runs use them).
 """
@@ -74,6 +77,8 @@ VARIANTS = (
     "ours-tf-einsum",
     "ours-attention-dropout-dynamic",
     "ours-activation-dropout-dynamic",
+    "ours-bf16-dynamic",
+    "ours-bf16-float32-logits-dynamic",
     "hub",
     "hub-xla",
     "hub-dynamic",
@@ -109,7 +114,7 @@ def matmul_parameters(vocab, d_model, d_ff, layers) -> int:
     return encoder + decoder + vocab * d_model
 
 
-def ours(args, attention_dropout=0.0, activation_dropout=0.0):
+def ours(args, attention_dropout=0.0, activation_dropout=0.0, dtype=None):
     model = Transformer(
         vocab_size=args.vocab,
         num_layers=args.layers,
@@ -120,6 +125,7 @@ def ours(args, attention_dropout=0.0, activation_dropout=0.0):
         attention_dropout=attention_dropout,
         activation_dropout=activation_dropout,
         max_length=max(args.length, 32),
+        dtype=dtype,
     )
     return model, MaskedCrossEntropy(label_smoothing=0.1)
 
@@ -165,7 +171,12 @@ def prepare(variant, args):
     """The compiled model of `variant`, warmed up, and its `fit` data."""
     keras.utils.set_random_seed(0)
     if variant.startswith("ours"):
-        model, loss = ours(args, *DROPOUTS.get(variant, (0.0, 0.0)))
+        dtype = "mixed_bfloat16" if "-bf16" in variant else None
+        model, loss = ours(args, *DROPOUTS.get(variant, (0.0, 0.0)), dtype=dtype)
+        if "-float32-logits" in variant:
+            # The projection to the vocabulary in float32, as the model
+            # computed it under mixed precision before 2026-12-05.
+            model.embedding.reverse_dtype = "float32"
     else:
         model, loss = hub(args)
     model.compile(

@@ -38,6 +38,9 @@ class SharedEmbedding(keras.layers.ReversibleEmbedding):
             without padding, such as fixed-length language-model windows.
         **kwargs: passed to `keras.layers.ReversibleEmbedding` (e.g. `name`,
             `dtype`, `embeddings_regularizer`); the weights are always tied.
+            Under mixed precision give `reverse_dtype` the compute dtype
+            (as `Transformer` does): the matrix is float32, and without it
+            `x Uᵀ` is computed in float32.
 
     Call arguments:
         inputs: integer ids `(B, T)`, or with `reverse=True` float `(B, T, D)`.

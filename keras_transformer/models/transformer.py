@@ -81,8 +81,16 @@ class Transformer(keras.Model):
     ):
         super().__init__(**kwargs)
         # The sublayers check their arguments.
+        # Keras keeps the tied matrix in its variable dtype, so without
+        # `reverse_dtype` the projection to the vocabulary, the model's
+        # largest matmul, would run in float32 under mixed precision; the
+        # logits are cast to float32 before the softmax (`decode`).
         self.embedding = SharedEmbedding(
-            vocab_size, d_model, dtype=self.dtype_policy, name="embedding"
+            vocab_size,
+            d_model,
+            reverse_dtype=self.compute_dtype,
+            dtype=self.dtype_policy,
+            name="embedding",
         )
         stack = dict(
             num_layers=num_layers,

@@ -1,4 +1,6 @@
-"""benchmarks/training.py: the `ours-tf-einsum` variant measures what it says."""
+"""benchmarks/training.py: its variants measure what they say."""
+
+import argparse
 
 import keras
 import numpy as np
@@ -30,3 +32,26 @@ def test_the_variant_sends_the_projection_to_tf_einsum_and_restores_keras():
     assert _ops(x, kernel) == keras_ops
     with script._patched("ours"):
         assert _ops(x, kernel) == keras_ops
+
+
+def test_the_bfloat16_variants_differ_only_in_the_projections_dtype():
+    script = benchmark_script("training")
+    args = argparse.Namespace(
+        vocab=20,
+        layers=1,
+        d_model=8,
+        heads=2,
+        d_ff=16,
+        batch_size=2,
+        length=3,
+        warmup=1,
+    )
+    bf16, _ = script.prepare("ours-bf16-dynamic", args)
+    float32_logits, _ = script.prepare("ours-bf16-float32-logits-dynamic", args)
+    for model in (bf16, float32_logits):
+        assert model.dtype_policy.name == "mixed_bfloat16"
+        assert model.encoder.dtype_policy.name == "mixed_bfloat16"
+    assert bf16.embedding.reverse_dtype == "bfloat16"
+    assert float32_logits.embedding.reverse_dtype == "float32"
+    hidden = keras.ops.ones((1, 2, 8), "bfloat16")
+    assert float32_logits.embedding(hidden, reverse=True).dtype == "float32"

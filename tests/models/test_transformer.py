@@ -321,6 +321,36 @@ def test_mixed_precision(mixed_policy):
     assert np.isfinite(history.history["loss"][0])
 
 
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="reads a TensorFlow graph"
+)
+def test_mixed_precision_multiplies_matrices_in_the_compute_dtype(mixed_policy):
+    # Forward and backward. The tied matrix stays float32 in Keras's
+    # embeddings, so the projection to the vocabulary, the largest product,
+    # ran in float32 until it was given `reverse_dtype`.
+    import tensorflow as tf
+
+    model = tiny_model()
+    source, target = toy_batch()
+    model((source, target))
+
+    @tf.function
+    def gradients(source, target):
+        with tf.GradientTape() as tape:
+            loss = keras.ops.sum(model((source, target), training=True))
+        return tape.gradient(loss, model.trainable_variables)
+
+    graph = gradients.get_concrete_function(source, target).graph
+    products = {
+        op.name: op.inputs[0].dtype.name
+        for op in graph.get_operations()
+        if op.type in ("MatMul", "BatchMatMulV2", "Einsum")
+    }
+    assert any("embedding" in name for name in products)
+    compute_dtype = mixed_policy.removeprefix("mixed_")
+    assert {n: d for n, d in products.items() if d != compute_dtype} == {}
+
+
 def _losses_from_seed(seed, steps=3, dropout=0.3, **compile_kwargs):
     """Per-step training losses (dropout active) of a model built from `seed`."""
     keras.utils.set_random_seed(seed)
