@@ -222,6 +222,12 @@ class ModelOverrides(_Section):
         "less than this far away (default: all)",
     )
 
+    projection_dtype: Literal["float32", "float16", "bfloat16"] | None = Field(
+        None,
+        description="dtype of the pre-softmax projection's product (default: "
+        "the compute dtype of training.mixed_precision)",
+    )
+
     def given(self) -> dict[str, Any]:
         """The overrides the recipe sets."""
         return self.model_dump(exclude_none=True)

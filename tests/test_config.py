@@ -258,6 +258,17 @@ def test_activation_dropout_override_reaches_the_model():
         config_from_dict({"model": {"overrides": {"activation_dropout": 1}}})
 
 
+def test_projection_dtype_override_reaches_the_model():
+    config = config_from_dict(
+        {"model": {"preset": "tiny", "overrides": {"projection_dtype": "float32"}}}
+    )
+    model = Transformer(**config.model.arguments(vocab_size=100, data_max_length=32))
+    assert model.projection_dtype == model.embedding.reverse_dtype == "float32"
+    assert Transformer(vocab_size=100).embedding.reverse_dtype == "float32"
+    with pytest.raises(ConfigError, match="model.overrides.projection_dtype: 'int8'"):
+        config_from_dict({"model": {"overrides": {"projection_dtype": "int8"}}})
+
+
 @pytest.mark.parametrize("learned_positions", [False, True])
 def test_weight_names_are_the_names_of_the_model_weights(learned_positions):
     # training.weight_decay_exclude is checked against these before training.

@@ -38,6 +38,10 @@ class Transformer(keras.Model):
             `d_model // num_heads` (Table 3, row B varies it alone).
         activation_dropout: dropout inside the feed-forward networks, after
             the activation (0 in the paper).
+        projection_dtype: dtype of the product of the pre-softmax
+            projection, the model's largest; `None` = the compute dtype, as
+            every other product. "float32" under a mixed policy keeps it
+            full precision (the logits are float32 either way).
         **kwargs: passed to `keras.Model` (e.g. `name`, `dtype`).
 
     Call arguments:
@@ -77,18 +81,24 @@ class Transformer(keras.Model):
         sliding_window=None,
         key_dim=None,
         activation_dropout=0.0,
+        projection_dtype=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if projection_dtype not in (None, "float32", "float16", "bfloat16"):
+            raise ValueError(
+                "projection_dtype must be None, 'float32', 'float16' or "
+                f"'bfloat16'. Received: projection_dtype={projection_dtype!r}"
+            )
         # The sublayers check their arguments.
         # Keras keeps the tied matrix in its variable dtype, so without
-        # `reverse_dtype` the projection to the vocabulary, the model's
-        # largest matmul, would run in float32 under mixed precision; the
-        # logits are cast to float32 before the softmax (`decode`).
+        # `reverse_dtype` the projection to the vocabulary would run in
+        # float32 under mixed precision; the logits are cast to float32
+        # before the softmax (`decode`).
         self.embedding = SharedEmbedding(
             vocab_size,
             d_model,
-            reverse_dtype=self.compute_dtype,
+            reverse_dtype=projection_dtype or self.compute_dtype,
             dtype=self.dtype_policy,
             name="embedding",
         )
@@ -126,6 +136,7 @@ class Transformer(keras.Model):
         self.sliding_window = sliding_window
         self.key_dim = key_dim
         self.activation_dropout = activation_dropout
+        self.projection_dtype = projection_dtype
 
     @classmethod
     def from_preset(cls, name, vocab_size, **overrides):
@@ -293,6 +304,7 @@ class Transformer(keras.Model):
             sliding_window=self.sliding_window,
             key_dim=self.key_dim,
             activation_dropout=self.activation_dropout,
+            projection_dtype=self.projection_dtype,
         )
         quantized = {
             layer.path: layer.dtype_policy

@@ -123,6 +123,7 @@ def test_config_round_trip():
         attention_dropout=0.05,
         sliding_window=3,
         activation_dropout=0.15,
+        projection_dtype="float32",
         name="translator",
     )
     config = model.get_config()
@@ -224,6 +225,7 @@ def test_float_ids_are_taken_as_keras_embedding_takes_them():
         (dict(d_model=10, num_heads=3), "Received: d_model=10, num_heads=3"),
         (dict(vocab_size=0), "vocab_size=0"),
         (dict(num_layers=1.5), "num_layers=1.5"),
+        (dict(projection_dtype="int8"), "projection_dtype='int8'"),
     ],
 )
 def test_bad_hyper_parameters_raise(kwargs, message):
@@ -324,13 +326,17 @@ def test_mixed_precision(mixed_policy):
 @pytest.mark.skipif(
     keras.backend.backend() != "tensorflow", reason="reads a TensorFlow graph"
 )
-def test_mixed_precision_multiplies_matrices_in_the_compute_dtype(mixed_policy):
+@pytest.mark.parametrize("projection_dtype", [None, "float32"])
+def test_mixed_precision_multiplies_matrices_in_the_compute_dtype(
+    mixed_policy, projection_dtype
+):
     # Forward and backward. The tied matrix stays float32 in Keras's
     # embeddings, so the projection to the vocabulary, the largest product,
-    # ran in float32 until it was given `reverse_dtype`.
+    # ran in float32 until it was given `reverse_dtype`; `projection_dtype`
+    # asks for that.
     import tensorflow as tf
 
-    model = tiny_model()
+    model = tiny_model(projection_dtype=projection_dtype)
     source, target = toy_batch()
     model((source, target))
 
@@ -346,9 +352,14 @@ def test_mixed_precision_multiplies_matrices_in_the_compute_dtype(mixed_policy):
         for op in graph.get_operations()
         if op.type in ("MatMul", "BatchMatMulV2", "Einsum")
     }
-    assert any("embedding" in name for name in products)
+    projections = {n for n in products if "embedding" in n}
+    assert len(projections) == 3  # forward, and the gradients of its operands
     compute_dtype = mixed_policy.removeprefix("mixed_")
-    assert {n: d for n, d in products.items() if d != compute_dtype} == {}
+    expected = {
+        n: (projection_dtype or compute_dtype) if n in projections else compute_dtype
+        for n in products
+    }
+    assert products == expected
 
 
 def _losses_from_seed(seed, steps=3, dropout=0.3, **compile_kwargs):
