@@ -114,7 +114,7 @@ def matmul_parameters(vocab, d_model, d_ff, layers) -> int:
     return encoder + decoder + vocab * d_model
 
 
-def ours(args, attention_dropout=0.0, activation_dropout=0.0, dtype=None):
+def ours(args, attention_dropout=0.0, activation_dropout=0.0, **kwargs):
     model = Transformer(
         vocab_size=args.vocab,
         num_layers=args.layers,
@@ -125,7 +125,7 @@ def ours(args, attention_dropout=0.0, activation_dropout=0.0, dtype=None):
         attention_dropout=attention_dropout,
         activation_dropout=activation_dropout,
         max_length=max(args.length, 32),
-        dtype=dtype,
+        **kwargs,
     )
     return model, MaskedCrossEntropy(label_smoothing=0.1)
 
@@ -171,12 +171,14 @@ def prepare(variant, args):
     """The compiled model of `variant`, warmed up, and its `fit` data."""
     keras.utils.set_random_seed(0)
     if variant.startswith("ours"):
-        dtype = "mixed_bfloat16" if "-bf16" in variant else None
-        model, loss = ours(args, *DROPOUTS.get(variant, (0.0, 0.0)), dtype=dtype)
+        precision = {}
+        if "-bf16" in variant:
+            precision["dtype"] = "mixed_bfloat16"
         if "-float32-logits" in variant:
-            # The projection to the vocabulary in float32, as the model
-            # computed it under mixed precision before 2026-12-05.
-            model.embedding.reverse_dtype = "float32"
+            # The product computed in float32, as under mixed precision
+            # before 2026-12-05.
+            precision["projection_dtype"] = "float32"
+        model, loss = ours(args, *DROPOUTS.get(variant, (0.0, 0.0)), **precision)
     else:
         model, loss = hub(args)
     model.compile(
