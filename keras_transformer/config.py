@@ -46,6 +46,7 @@ from pydantic import (
 )
 
 from keras_transformer.models.presets import PRESETS
+from keras_transformer.models.transformer import PROJECTION_DTYPES
 
 FIXED_CORPORA = ("builtin", "multi30k", "files")
 MIN_VOCAB_SIZE = 261
@@ -222,7 +223,7 @@ class ModelOverrides(_Section):
         "less than this far away (default: all)",
     )
 
-    projection_dtype: Literal["float32", "float16", "bfloat16"] | None = Field(
+    projection_dtype: Literal[PROJECTION_DTYPES] | None = Field(  # type: ignore[valid-type]
         None,
         description="dtype of the pre-softmax projection's product (default: "
         "the compute dtype of training.mixed_precision)",

@@ -11,6 +11,9 @@ from keras_transformer.layers import (
 from keras_transformer.layers.masking import padding_mask
 from keras_transformer.models.presets import PRESETS
 
+# The dtypes `projection_dtype` may name.
+PROJECTION_DTYPES = ("float32", "float16", "bfloat16")
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Transformer(keras.Model):
@@ -85,12 +88,12 @@ class Transformer(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if projection_dtype not in (None, "float32", "float16", "bfloat16"):
+        if projection_dtype not in (None, *PROJECTION_DTYPES):
             raise ValueError(
-                "projection_dtype must be None, 'float32', 'float16' or "
-                f"'bfloat16'. Received: projection_dtype={projection_dtype!r}"
+                f"projection_dtype must be None or one of {PROJECTION_DTYPES}. "
+                f"Received: projection_dtype={projection_dtype!r}"
             )
-        # The sublayers check their arguments.
+        # The sublayers check their other arguments.
         # Keras keeps the tied matrix in its variable dtype, so without
         # `reverse_dtype` the projection to the vocabulary would run in
         # float32 under mixed precision; the logits are cast to float32
