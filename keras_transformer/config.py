@@ -213,6 +213,13 @@ class ModelOverrides(_Section):
         lt=1,
         description="dropout inside the feed-forward networks, after the activation",
     )
+    word_dropout: float | None = Field(
+        None,
+        ge=0,
+        lt=1,
+        description="rate at which whole token embeddings (source and "
+        "decoder input) are zeroed in training",
+    )
     key_dim: int | None = Field(
         None, ge=1, description="d_k = d_v per head (default: d_model / num_heads)"
     )

@@ -248,6 +248,16 @@ def test_overrides_replace_the_preset_and_max_length_works():
     assert Transformer(**arguments).max_length == 48
 
 
+def test_word_dropout_override_reaches_the_model():
+    config = config_from_dict(
+        {"model": {"preset": "tiny", "overrides": {"word_dropout": 0.1}}}
+    )
+    model = Transformer(**config.model.arguments(vocab_size=100, data_max_length=32))
+    assert model.word_dropout == 0.1
+    with pytest.raises(ConfigError, match="model.overrides.word_dropout: -0.1"):
+        config_from_dict({"model": {"overrides": {"word_dropout": -0.1}}})
+
+
 def test_activation_dropout_override_reaches_the_model():
     config = config_from_dict(
         {"model": {"preset": "tiny", "overrides": {"activation_dropout": 0.1}}}

@@ -41,6 +41,10 @@ class Transformer(keras.Model):
             `d_model // num_heads` (Table 3, row B varies it alone).
         activation_dropout: dropout inside the feed-forward networks, after
             the activation (0 in the paper).
+        word_dropout: the rate at which whole token embeddings of the
+            source and the decoder's input are zeroed in training, before
+            the positions are added (word dropout, Sennrich and Zhang
+            2019; Marian's `--dropout-src`/`--dropout-trg`); 0 in the paper.
         projection_dtype: dtype of the product of the pre-softmax
             projection, the model's largest; `None` = the compute dtype, as
             every other product. "float32" under a mixed policy keeps it
@@ -85,9 +89,15 @@ class Transformer(keras.Model):
         key_dim=None,
         activation_dropout=0.0,
         projection_dtype=None,
+        word_dropout=0.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if not 0 <= word_dropout < 1:
+            raise ValueError(
+                "word_dropout must be >= 0 and < 1. "
+                f"Received: word_dropout={word_dropout}"
+            )
         if projection_dtype not in (None, *PROJECTION_DTYPES):
             raise ValueError(
                 f"projection_dtype must be None or one of {PROJECTION_DTYPES}. "
@@ -119,6 +129,15 @@ class Transformer(keras.Model):
             activation_dropout=activation_dropout,
             dtype=self.dtype_policy,
         )
+        # One mask value per token, shared by its d_model features.
+        self.word_dropout_layer = None
+        if word_dropout:
+            self.word_dropout_layer = keras.layers.Dropout(
+                word_dropout,
+                noise_shape=(None, None, 1),
+                dtype=self.dtype_policy,
+                name="word_dropout",
+            )
         self.encoder = Encoder(name="encoder", **stack)
         self.decoder = Decoder(name="decoder", **stack)
         if d_model % num_heads:
@@ -140,6 +159,7 @@ class Transformer(keras.Model):
         self.key_dim = key_dim
         self.activation_dropout = activation_dropout
         self.projection_dtype = projection_dtype
+        self.word_dropout = word_dropout
 
     @classmethod
     def from_preset(cls, name, vocab_size, **overrides):
@@ -213,7 +233,7 @@ class Transformer(keras.Model):
         self._build_on_first_use()
         source_ids = _as_ids("source_ids", source_ids)
         source_mask = padding_mask(source_ids)
-        x = self.embedding(source_ids)
+        x = self._drop_words(self.embedding(source_ids), training)
         out = self.encoder(
             x,
             mask=source_mask,
@@ -253,7 +273,7 @@ class Transformer(keras.Model):
         """
         self._build_on_first_use()
         target_ids = _as_ids("target_ids", target_ids)
-        x = self.embedding(target_ids)
+        x = self._drop_words(self.embedding(target_ids), training)
         out = self.decoder(
             x,
             memory,
@@ -268,6 +288,11 @@ class Transformer(keras.Model):
         # Pre-softmax projection with the shared matrix; softmax in float32.
         logits = ops.cast(self.embedding(x, reverse=True), "float32")
         return logits if extra is None else (logits, extra)
+
+    def _drop_words(self, embedded, training):
+        if self.word_dropout_layer is None:
+            return embedded
+        return self.word_dropout_layer(embedded, training=training)
 
     def init_cache(self, memory, max_length):
         """Key/value caches for decoding up to `max_length` target positions."""
@@ -308,6 +333,7 @@ class Transformer(keras.Model):
             key_dim=self.key_dim,
             activation_dropout=self.activation_dropout,
             projection_dtype=self.projection_dtype,
+            word_dropout=self.word_dropout,
         )
         quantized = {
             layer.path: layer.dtype_policy

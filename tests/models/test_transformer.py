@@ -124,6 +124,7 @@ def test_config_round_trip():
         sliding_window=3,
         activation_dropout=0.15,
         projection_dtype="float32",
+        word_dropout=0.1,
         name="translator",
     )
     config = model.get_config()
@@ -519,6 +520,36 @@ def test_activation_dropout_reaches_every_feed_forward_network():
     assert twin.decoder.layers[1].feed_forward.inner_dropout.rate == 0.5
     with pytest.raises(ValueError, match=r"activation_dropout=1\.0"):
         tiny_model(activation_dropout=1.0)
+
+
+def test_word_dropout_zeroes_whole_tokens_of_source_and_target(tmp_path):
+    # The only dropout on: in training each token's embedding is either
+    # zeroed whole or kept (scaled by 1 / (1 - rate)); both stacks' inputs
+    # get it; inference and the config are untouched by it.
+    model = tiny_model(dropout=0.0, word_dropout=0.5)
+    source, target_in = toy_batch(batch_size=8, source_length=12, target_length=10)
+    inference = np.asarray(model((source, target_in)))
+    embedded = np.asarray(model.embedding(source))
+    dropped = np.asarray(model._drop_words(model.embedding(source), training=True))
+    zeroed = np.all(dropped == 0, axis=-1)
+    np.testing.assert_allclose(dropped[~zeroed], 2 * embedded[~zeroed], rtol=1e-6)
+    assert 0 < zeroed.mean() < 1  # 96 tokens at rate 0.5
+    memory, mask = model.encode(source)
+    trained_memory, _ = model.encode(source, training=True)
+    assert np.max(np.abs(np.asarray(trained_memory) - np.asarray(memory))) > 1e-3
+    decoded = np.asarray(model.decode(target_in, memory, mask))
+    trained = np.asarray(model.decode(target_in, memory, mask, training=True))
+    assert np.max(np.abs(trained - decoded)) > 1e-3
+    plain = tiny_model(dropout=0.0)
+    plain((source, target_in))
+    plain.set_weights(model.get_weights())
+    np.testing.assert_array_equal(np.asarray(plain((source, target_in))), inference)
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    assert loaded.word_dropout == 0.5
+    np.testing.assert_array_equal(np.asarray(loaded((source, target_in))), inference)
+    with pytest.raises(ValueError, match=r"word_dropout=1\.0"):
+        tiny_model(word_dropout=1.0)
 
 
 def test_weight_order_is_that_of_earlier_files():
