@@ -233,7 +233,8 @@ class Transformer(keras.Model):
         self._build_on_first_use()
         source_ids = _as_ids("source_ids", source_ids)
         source_mask = padding_mask(source_ids)
-        x = self._drop_words(self.embedding(source_ids), training)
+        x = self.embedding(source_ids)
+        x = self._drop_words(x, training)  # 0 by default: x unchanged
         out = self.encoder(
             x,
             mask=source_mask,
@@ -273,7 +274,8 @@ class Transformer(keras.Model):
         """
         self._build_on_first_use()
         target_ids = _as_ids("target_ids", target_ids)
-        x = self._drop_words(self.embedding(target_ids), training)
+        x = self.embedding(target_ids)
+        x = self._drop_words(x, training)  # 0 by default: x unchanged
         out = self.decoder(
             x,
             memory,
