@@ -248,24 +248,15 @@ def test_overrides_replace_the_preset_and_max_length_works():
     assert Transformer(**arguments).max_length == 48
 
 
-def test_word_dropout_override_reaches_the_model():
-    config = config_from_dict(
-        {"model": {"preset": "tiny", "overrides": {"word_dropout": 0.1}}}
-    )
+@pytest.mark.parametrize(
+    "key, invalid", [("activation_dropout", 1), ("word_dropout", -0.1)]
+)
+def test_dropout_override_reaches_the_model(key, invalid):
+    config = config_from_dict({"model": {"preset": "tiny", "overrides": {key: 0.1}}})
     model = Transformer(**config.model.arguments(vocab_size=100, data_max_length=32))
-    assert model.word_dropout == 0.1
-    with pytest.raises(ConfigError, match="model.overrides.word_dropout: -0.1"):
-        config_from_dict({"model": {"overrides": {"word_dropout": -0.1}}})
-
-
-def test_activation_dropout_override_reaches_the_model():
-    config = config_from_dict(
-        {"model": {"preset": "tiny", "overrides": {"activation_dropout": 0.1}}}
-    )
-    model = Transformer(**config.model.arguments(vocab_size=100, data_max_length=32))
-    assert model.activation_dropout == 0.1
-    with pytest.raises(ConfigError, match="model.overrides.activation_dropout: 1"):
-        config_from_dict({"model": {"overrides": {"activation_dropout": 1}}})
+    assert getattr(model, key) == 0.1
+    with pytest.raises(ConfigError, match=f"model.overrides.{key}: {invalid}"):
+        config_from_dict({"model": {"overrides": {key: invalid}}})
 
 
 def test_projection_dtype_override_reaches_the_model():
