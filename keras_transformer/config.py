@@ -302,6 +302,13 @@ class TrainingConfig(_Section):
         "weighs the two predictions' symmetric KL divergence (Liang et al. 2021; "
         "a step costs about two; 0: off, the paper)",
     )
+    bidirectional_epochs: int = Field(
+        0,
+        ge=0,
+        description="bidirectional training (Ding et al. 2021): the first this "
+        "many epochs read each pair in a direction drawn at random, source to "
+        "target or target to source (0: off, the paper)",
+    )
     weight_decay: float = Field(
         0.0,
         ge=0,

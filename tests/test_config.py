@@ -152,6 +152,10 @@ def test_empty_recipe_gets_documented_defaults():
             r"training.cooldown_steps: -1 \(Input should be greater than or equal to 0",
         ),
         (
+            {"training": {"bidirectional_epochs": -1}},
+            r"training.bidirectional_epochs: -1 \(Input should be greater than",
+        ),
+        (
             {"training": {"rdrop_alpha": -1}},
             r"training.rdrop_alpha: -1 \(Input should be greater than or equal to 0",
         ),

@@ -21,6 +21,7 @@ logger = logging.getLogger(__name__)
 SHUFFLE_BUFFER = 65536
 """Pairs of a bucket shuffled together, by default."""
 _CHUNK_ORDER = 1 << 30  # folded into an epoch's seed for its chunk order
+_DIRECTION = (1 << 30) + 1  # folded into a group's seed for its pairs' directions
 
 
 def prepared_batches(
@@ -31,6 +32,7 @@ def prepared_batches(
     shuffle_buffer: int = SHUFFLE_BUFFER,
     replicas: int = 1,
     with_stats: bool = False,
+    bidirectional_epochs: int = 0,
 ) -> tf.data.Dataset | tuple[tf.data.Dataset, BatchStats]:
     """`make_batches`'s seeded batches, read from shards on disk.
 
@@ -67,6 +69,8 @@ def prepared_batches(
         replicas: as in `make_batches`: batches of a multiple of `replicas`
             rows, the last one of each bucket padded with empty rows.
         with_stats: also return the `BatchStats`.
+        bidirectional_epochs: epochs, from the first, whose pairs are read
+            in a direction drawn at random (0: every pair as it is).
 
     Returns:
         A `tf.data.Dataset` of `((source_ids, target_in), target_out)`, all
@@ -74,7 +78,8 @@ def prepared_batches(
 
     Raises:
         ValueError: `token_budget` is smaller than `max_length`, or
-            `shuffle_buffer`, `replicas` or `epochs_from` is out of range.
+            `shuffle_buffer`, `replicas`, `epochs_from` or
+            `bidirectional_epochs` is out of range.
 
     Example:
         >>> import tempfile
@@ -110,6 +115,10 @@ def prepared_batches(
         raise ValueError(f"shuffle_buffer must be positive. Received: {shuffle_buffer}")
     if epochs_from is not None and epochs_from < 0:
         raise ValueError(f"epochs_from must be >= 0. Received: {epochs_from}")
+    if bidirectional_epochs < 0:
+        raise ValueError(
+            f"bidirectional_epochs must be >= 0. Received: {bidirectional_epochs}"
+        )
     lengths = prepared.bucket_lengths
     batch_sizes = tuple(
         max(replicas, token_budget // length // replicas * replicas)
@@ -186,7 +195,14 @@ def prepared_batches(
             permutation = tf.random.experimental.stateless_shuffle(
                 tf.range(tf.shape(rows, out_type=tf.int64)[0]), seed=group_seed
             )
-            return tf.gather(rows, permutation)
+            rows = tf.gather(rows, permutation)
+            if not bidirectional_epochs:
+                return rows
+            return tf.cond(
+                number < bidirectional_epochs,
+                lambda: either_way(rows, length, group_seed),
+                lambda: rows,
+            )
 
         return (
             tf.data.Dataset.from_tensor_slices(order)
@@ -195,6 +211,17 @@ def prepared_batches(
             .map(read)
             .rebatch(size)
         )
+
+    def either_way(rows, length, group_seed):
+        """Rows `source_ids | target_out`, some turned `target_out | source_ids`."""
+        turned = tf.random.stateless_uniform(
+            tf.shape(rows)[:1],
+            seed=tf.random.experimental.stateless_fold_in(group_seed, _DIRECTION),
+            maxval=2,
+            dtype=tf.int32,
+        )
+        reverse = tf.concat([rows[:, length:], rows[:, :length]], axis=1)
+        return tf.where(turned[:, None] == 1, reverse, rows)
 
     def seeded_epoch(number):
         datasets = [

@@ -440,6 +440,7 @@ def _train(
         shuffle_buffer=config.data.shuffle_buffer,
         replicas=strategy.num_replicas_in_sync,
         with_stats=True,
+        bidirectional_epochs=tr.bidirectional_epochs,
     )
     if per_epoch not in (None, stats.batches):
         raise ValueError(

@@ -115,6 +115,44 @@ def test_a_small_buffer_keeps_every_pair_once_per_epoch(corpus, tmp_path):
     assert rows(other.take(per_epoch)) != epochs[0]
 
 
+def test_bidirectional_epochs_read_pairs_either_way_then_as_they_are(corpus, tmp_path):
+    prepared = prepare(corpus, tmp_path, chunk_rows=8)
+    settings = dict(token_budget=250, seed=3, shuffle_buffer=16)
+    plain, stats = prepared_batches(
+        prepared, epochs_from=0, with_stats=True, **settings
+    )
+    turned = prepared_batches(
+        prepared, epochs_from=0, bidirectional_epochs=2, **settings
+    )
+    per_epoch = stats.batches
+    plain_stream = list(plain.take(3 * per_epoch))
+    turned_stream = list(turned.take(3 * per_epoch))
+    directions = []
+    for e in range(2):
+        epoch = slice(e * per_epoch, (e + 1) * per_epoch)
+        expected, expected_shapes = unpack(plain_stream[epoch])
+        # Each row keeps the teacher-forcing layout (`unpack` checks it) and
+        # the batches their shapes: a pair's bucket is the same both ways.
+        received, shapes = unpack(turned_stream[epoch])
+        assert shapes == expected_shapes
+        # Row by row: the pair as it is, or its sides swapped.
+        forward = [pair == same for pair, same in zip(received, expected, strict=True)]
+        for pair, same, kept in zip(received, expected, forward, strict=True):
+            assert kept or pair == same[::-1]
+        assert 0.4 < forward.count(False) / len(forward) < 0.6
+        directions.append(forward)
+    assert directions[0] != directions[1]  # another epoch, other draws
+    # From the third epoch on, the plain stream's batches.
+    assert rows(turned_stream[2 * per_epoch :]) == rows(plain_stream[2 * per_epoch :])
+    # A resumed run reads what an uninterrupted one would.
+    later = prepared_batches(
+        prepared, epochs_from=1, bidirectional_epochs=2, **settings
+    )
+    assert rows(later.skip(5).take(per_epoch)) == rows(
+        turned_stream[per_epoch + 5 : 2 * per_epoch + 5]
+    )
+
+
 def test_the_counts_are_logged_and_kept(corpus, tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         prepared = prepare(corpus, tmp_path)
@@ -236,6 +274,8 @@ def test_invalid_settings(corpus, tmp_path):
         prepared_batches(prepared, replicas=0)
     with pytest.raises(ValueError, match="shuffle_buffer must be positive"):
         prepared_batches(prepared, shuffle_buffer=0)
+    with pytest.raises(ValueError, match="bidirectional_epochs must be >= 0"):
+        prepared_batches(prepared, bidirectional_epochs=-1)
     with pytest.raises(ValueError, match="chunk_rows must be positive"):
         prepare(corpus, tmp_path, chunk_rows=0)
 

@@ -401,6 +401,24 @@ def test_rdrop_trains_an_rdrop_model_that_translates_as_a_transformer(tmp_path):
 
 
 @pytest.mark.slow
+def test_bidirectional_epochs_reach_the_training_stream(tmp_path, monkeypatch):
+    asked = []
+
+    def prepared_batches(*args, **kwargs):
+        asked.append(kwargs["bidirectional_epochs"])
+        return real(*args, **kwargs)
+
+    real = train.data.prepared_batches
+    monkeypatch.setattr(train.data, "prepared_batches", prepared_batches)
+    turned = train_from_config(_config(tmp_path, bidirectional_epochs=1), verbose=0)
+    (tmp_path / "plain").mkdir()
+    plain = train_from_config(_config(tmp_path / "plain"), verbose=0)
+    assert asked == [1, 0]
+    # The same seed and batches' shapes, other pairs' directions: other losses.
+    assert turned["history"]["loss"] != plain["history"]["loss"]
+
+
+@pytest.mark.slow
 def test_weight_decay_exclude_spares_the_weights_it_names(tmp_path):
     # As above, a decay of 20 takes over 40% off every decayed weight in two
     # steps; the LayerNorm scales and the embeddings are spared.
