@@ -26,6 +26,7 @@ def _softmax(x):
     return e / e.sum(-1, keepdims=True)
 
 
+@pytest.mark.slow
 def test_decodes_the_log_of_the_members_mean_probability():
     ensemble_cls = benchmark_script("ensemble_bleu").Ensemble
     a, b = _model(1), _model(2, layers=2)
@@ -40,6 +41,7 @@ def test_decodes_the_log_of_the_members_mean_probability():
     np.testing.assert_allclose(out, np.log((probs[0] + probs[1]) / 2), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_cached_search_is_the_uncached_one_and_a_self_ensemble_the_model():
     ensemble_cls = benchmark_script("ensemble_bleu").Ensemble
     a, b = _model(1), _model(2, layers=2)
