@@ -17,9 +17,10 @@ Usage (from the repository root):
         --out benchmarks/results/ensemble/a_b
 
 writes `OUT.json`: each member's and the ensemble's sacrebleu BLEU and
-chrF on Multi30k `val`, with the first member's beam size and length
-penalty. The same folder twice is a check: its ensemble translates as the
-model alone does.
+chrF on Multi30k `val` (models named by their folders' names, not
+paths), with the first member's beam size and length penalty. The
+same folder twice is a check: its ensemble translates as the model
+alone does.
 """
 
 from __future__ import annotations
@@ -133,12 +134,12 @@ def main(argv=None) -> int:
     rows = []
     for folder, (model, _) in zip(folders, loaded, strict=True):
         hyps = translate_all(Translator(tokenizer, model), sources, **search)
-        rows.append({"models": [str(folder)], **score_translations(hyps, references)})
+        rows.append({"models": [folder.name], **score_translations(hyps, references)})
         print(folder, rows[-1]["bleu"], rows[-1]["chrf"], flush=True)
     ensemble = Ensemble([model for model, _ in loaded])
     hyps = translate_all(Translator(tokenizer, ensemble), sources, **search)
     scores = score_translations(hyps, references)
-    rows.append({"models": [str(f) for f in folders], **scores})
+    rows.append({"models": [f.name for f in folders], **scores})
     print("ensemble", rows[-1]["bleu"], rows[-1]["chrf"], flush=True)
     result = {"validation": "multi30k val", "sentences": len(sources), **search}
     result["rows"] = rows
