@@ -138,16 +138,11 @@ def translator_in_policy(folder: Path, policy: str, beam_size: int, alpha: float
     return translate
 
 
-def score_snapshot(
-    folder: Path,
-    sources: list[str],
-    references: list[str],
-    search: dict,
-    dtype: str | None = None,
-) -> dict:
-    """BLEU and chrF of the snapshot's model, translating as `evaluate` does
-    (with `dtype`, the model rebuilt in that dtype policy)."""
-    from keras_transformer.evaluation import score_translations
+def translations(
+    folder: Path, sources: list[str], search: dict, dtype: str | None = None
+) -> list[str]:
+    """The snapshot's model's translations of `sources`, as `evaluate`
+    translates (with `dtype`, the model rebuilt in that dtype policy)."""
     from keras_transformer.jobs.translate import CHUNK_LINES, load_translator
 
     if dtype:
@@ -157,7 +152,20 @@ def score_snapshot(
     hypotheses = []
     for i in range(0, len(sources), CHUNK_LINES):
         hypotheses += translate(sources[i : i + CHUNK_LINES])["translations"]
-    return score_translations(hypotheses, references)
+    return hypotheses
+
+
+def score_snapshot(
+    folder: Path,
+    sources: list[str],
+    references: list[str],
+    search: dict,
+    dtype: str | None = None,
+) -> dict:
+    """BLEU and chrF of the snapshot's model's `translations`."""
+    from keras_transformer.evaluation import score_translations
+
+    return score_translations(translations(folder, sources, search, dtype), references)
 
 
 def perplexity_by_epoch(run: str | os.PathLike) -> list[dict]:
