@@ -172,7 +172,10 @@ def choose_by_bleu(
         scores = score_translations(hypotheses[step], references)
         model = models[step].relative_to(run).as_posix()
         rows.append({"step": step, "model": model, **scores})
-        print(f"step {step}: BLEU {scores['bleu']}, chrF {scores['chrf']}", file=sys.stderr)
+        print(
+            f"step {step}: BLEU {scores['bleu']}, chrF {scores['chrf']}",
+            file=sys.stderr,
+        )
     result = {
         "run": Path(run).resolve().name,
         "validation": "multi30k val" if valid == "multi30k" else "the run's own",

@@ -43,8 +43,9 @@ def test_equal_models_leave_the_final_one_and_gain_nothing():
 def test_gains_are_the_halvings_mean_against_a_numpy_halving():
     # Each model right on half the sentences: which half a halving sees
     # decides the choice; recomputed here with the same random halvings.
-    odd = [r if i % 2 else w for i, (r, w) in enumerate(zip(REFERENCES, WRONG))]
-    low = [r if i < 20 else w for i, (r, w) in enumerate(zip(REFERENCES, WRONG))]
+    pairs = list(enumerate(zip(REFERENCES, WRONG, strict=True)))
+    odd = [r if i % 2 else w for i, (r, w) in pairs]
+    low = [r if i < 20 else w for i, (r, w) in pairs]
     hypotheses = {10: odd, 20: low}
     result = _script().held_out_gains(hypotheses, REFERENCES, splits=6, seed=3)
     rng, gains = np.random.default_rng(3), []
