@@ -233,6 +233,28 @@ def plot(result: dict, path: str) -> None:
     plt.close(figure)
 
 
+def model_row(run: str | os.PathLike, step: int, folder: Path, scores: dict) -> dict:
+    """A step model's JSON row (its folder relative to the run); printed."""
+    model = Path(folder).relative_to(run).as_posix()
+    print(f"step {step}: BLEU {scores['bleu']}, chrF {scores['chrf']}", file=sys.stderr)
+    return {"step": step, "model": model, **scores}
+
+
+def validation_header(run: str | os.PathLike, valid: str, sentences: int) -> dict:
+    """The JSON's first entries: the run's name and what it was scored on."""
+    return {
+        "run": Path(run).resolve().name,
+        "validation": "multi30k val" if valid == "multi30k" else "the run's own",
+        "sentences": sentences,
+    }
+
+
+def write_result(out: str, result: dict) -> None:
+    """`result` as `out.json`, its folder made."""
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    Path(out + ".json").write_text(json.dumps(result, indent=1) + "\n")
+
+
 def bleu_by_steps(
     run: str,
     out: str = DEFAULT_OUT,
@@ -260,26 +282,23 @@ def bleu_by_steps(
     sources, references = validation_pairs(run, valid, data_dir)
     sources, references = sources[:limit], references[:limit]
     search = search_settings(snapshots[0][1])
-    rows = []
-    for step, folder in snapshots:
-        scores = score_snapshot(folder, sources, references, search, dtype)
-        model = folder.relative_to(run).as_posix() if folder != Path(run) else "."
-        rows.append({"step": step, "model": model, **scores})
-        print(
-            f"step {step}: BLEU {scores['bleu']}, chrF {scores['chrf']}",
-            file=sys.stderr,
+    rows = [
+        model_row(
+            run,
+            step,
+            folder,
+            score_snapshot(folder, sources, references, search, dtype),
         )
+        for step, folder in snapshots
+    ]
     result = {
-        "run": Path(run).resolve().name,
-        "validation": "multi30k val" if valid == "multi30k" else "the run's own",
-        "sentences": len(sources),
+        **validation_header(run, valid, len(sources)),
         **search,
         **({"dtype": dtype} if dtype else {}),
         "snapshots": rows,
         "valid_perplexity": perplexity_by_epoch(run),
     }
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    Path(out + ".json").write_text(json.dumps(result, indent=1) + "\n")
+    write_result(out, result)
     plot(result, out + ".png")
     return result
 

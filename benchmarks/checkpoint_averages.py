@@ -27,7 +27,6 @@ the repository; `--valid run` scores the run's own validation split.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -37,7 +36,9 @@ from bleu_by_steps import (
     REPO,
     add_validation_arguments,
     run_config,
+    validation_header,
     validation_pairs,
+    write_result,
 )
 
 DEFAULT_OUT = os.path.join(REPO, "benchmarks", "results", "checkpoint_averages")
@@ -123,14 +124,11 @@ def checkpoint_averages(
             file=sys.stderr,
         )
     result = {
-        "run": Path(run).resolve().name,
-        "validation": "multi30k val" if valid == "multi30k" else "the run's own",
-        "sentences": len(sources),
+        **validation_header(run, valid, len(sources)),
         **search,
         "averages": rows,
     }
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    Path(out + ".json").write_text(json.dumps(result, indent=1) + "\n")
+    write_result(out, result)
     return result
 
 

@@ -26,26 +26,25 @@ Usage (from the repository root):
     .venv/bin/python benchmarks/choose_by_bleu.py --run runs/two_hours_s0 \\
         --steps 10000 12000 14000 --out benchmarks/results/choose/seed0
 
-Without `--data`, Multi30k val is read from `../shared/data/multi30k` beside
-the repository; `--valid run` scores the run's own validation split.
+`--data` and `--valid` name the validation split as for `bleu_by_steps.py`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import sys
-from pathlib import Path
 
 from bleu_by_steps import (
     DEFAULT_DATA,
     REPO,
     add_validation_arguments,
+    model_row,
     step_snapshots,
     translations,
+    validation_header,
     validation_pairs,
+    write_result,
 )
 
 DEFAULT_OUT = os.path.join(REPO, "benchmarks", "results", "choose_by_bleu")
@@ -170,23 +169,15 @@ def choose_by_bleu(
     for step in steps:
         hypotheses[step] = translations(models[step], sources, search)
         scores = score_translations(hypotheses[step], references)
-        model = models[step].relative_to(run).as_posix()
-        rows.append({"step": step, "model": model, **scores})
-        print(
-            f"step {step}: BLEU {scores['bleu']}, chrF {scores['chrf']}",
-            file=sys.stderr,
-        )
+        rows.append(model_row(run, step, models[step], scores))
     result = {
-        "run": Path(run).resolve().name,
-        "validation": "multi30k val" if valid == "multi30k" else "the run's own",
-        "sentences": len(sources),
+        **validation_header(run, valid, len(sources)),
         **search,
         "candidates": rows,
         "chosen": choose(hypotheses, references),
         "held_out": held_out_gains(hypotheses, references, splits, seed),
     }
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    Path(out + ".json").write_text(json.dumps(result, indent=1) + "\n")
+    write_result(out, result)
     return result
 
 
