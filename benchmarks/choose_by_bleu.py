@@ -74,6 +74,10 @@ def choose(hypotheses: dict[int, list[str]], references: list[str]) -> int:
     return max(scores, key=lambda step: (scores[step], step))
 
 
+def _part(lines: list[str], rows) -> list[str]:
+    return [lines[i] for i in rows]
+
+
 def held_out_gains(
     hypotheses: dict[int, list[str]],
     references: list[str],
@@ -105,16 +109,13 @@ def held_out_gains(
         order = rng.permutation(len(references))
         seen, unseen = order[:half], order[half:]
 
-        def part(lines, rows):
-            return [lines[i] for i in rows]
-
         step = choose(
-            {s: part(h, seen) for s, h in hypotheses.items()}, part(references, seen)
+            {s: _part(h, seen) for s, h in hypotheses.items()}, _part(references, seen)
         )
         chosen[step] += 1
-        references_unseen = part(references, unseen)
-        mine = part(hypotheses[step], unseen)
-        last = part(hypotheses[final], unseen)
+        references_unseen = _part(references, unseen)
+        mine = _part(hypotheses[step], unseen)
+        last = _part(hypotheses[final], unseen)
         bleu.append(_bleu(mine, references_unseen) - _bleu(last, references_unseen))
         chrf.append(_chrf(mine, references_unseen) - _chrf(last, references_unseen))
     return {
