@@ -460,7 +460,11 @@ def _train(
         # finishing it logs it again, so the entry of its first part goes.
         history = {k: v[:epoch] for k, v in history.items()}
     budget = TrainingBudget(tr.minutes, tr.steps, record.get("minutes", 0.0))
-    log = _Log(history, per_step=tr.strategy == "multi_worker")
+    log = _Log(
+        history,
+        lambda: budget.elapsed_minutes,
+        per_step=tr.strategy == "multi_worker",
+    )
     best = best_dir = None
     if tr.keep_best and valid is not None and tr.strategy != "multi_worker":
         best_dir = out / CHECKPOINT_DIR / BEST_DIR
@@ -595,7 +599,8 @@ def _train(
         "resumed_from_step": resumed_from,
         "epochs_run": len(log.history.get("loss", [])),
         "history": {
-            k: [round(float(v), 5) for v in vs] for k, vs in log.history.items()
+            k: [int(v) if k == "step" else round(float(v), 5) for v in vs]
+            for k, vs in log.history.items()
         },
         "parameters": int(model.count_params()),
         "vocab_size": tokenizer.vocab_size,
@@ -643,11 +648,17 @@ def _fit(model, stream, done, per_epoch, valid, callbacks, budget, tr):
 
 
 class _Log(keras.callbacks.Callback):
-    """The logs of every epoch (or step), across `fit` calls and resumes."""
+    """The logs of every epoch (or step), across `fit` calls and resumes.
 
-    def __init__(self, history: dict, per_step: bool = False) -> None:
+    Beside each entry's metrics it keeps the optimizer `step` it was logged
+    at and the training `minutes` then (`minutes()`, all runs together), so
+    the speed over any stretch of a run can be read back from its history.
+    """
+
+    def __init__(self, history: dict, minutes, per_step: bool = False) -> None:
         super().__init__()
         self.history = history
+        self.minutes = minutes
         self.per_step = per_step
 
     def on_epoch_end(self, epoch, logs=None):
@@ -658,7 +669,11 @@ class _Log(keras.callbacks.Callback):
             self._add(logs)
 
     def _add(self, logs):
-        for key, value in (logs or {}).items():
+        clock = {
+            "step": int(self.model.optimizer.iterations.numpy()),
+            "minutes": self.minutes(),
+        }
+        for key, value in {**(logs or {}), **clock}.items():
             self.history.setdefault(key, []).append(float(value))
 
 

@@ -115,6 +115,12 @@ def test_a_finished_run_trains_on_to_a_larger_budget_as_one_longer_run(tmp_path)
     per_epoch = json.loads(record)["batches_per_epoch"]
     assert 6 % per_epoch and len(first["history"]["loss"]) == -(-6 // per_epoch)
     assert len(summary["history"]["loss"]) == len(longer["history"]["loss"])
+    # Each entry's step and minutes, counted on across the resume.
+    assert summary["history"]["step"] == longer["history"]["step"]
+    assert summary["history"]["step"][-1] == 12 and 6 in first["history"]["step"]
+    minutes = summary["history"]["minutes"]
+    assert minutes == sorted(minutes) and minutes[-1] > minutes[0] > 0
+    assert minutes[0] == first["history"]["minutes"][0]
     # The same weights as one run of 12 steps.
     for a, b in zip(
         _weights(tmp_path / "longer" / "run" / "model.keras"),
