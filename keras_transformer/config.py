@@ -333,8 +333,13 @@ class TrainingConfig(_Section):
     strategy: Literal["default", "mirrored", "multi_worker"] = Field(
         "default", description="default, mirrored or multi_worker"
     )
-    mixed_precision: Literal["float32", "mixed_float16", "mixed_bfloat16"] = Field(
-        "float32", description="float32, mixed_float16 or mixed_bfloat16"
+    mixed_precision: Literal["float32", "mixed_float16", "mixed_bfloat16", "auto"] = (
+        Field(
+            "float32",
+            description="float32, mixed_float16, mixed_bfloat16, or auto: "
+            "mixed_bfloat16 where the GPUs or the CPU compute bfloat16 in "
+            "hardware, float32 elsewhere",
+        )
     )
     jit_compile: bool = Field(False, description="compile the whole step with XLA")
     average_last: int = Field(

@@ -163,9 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--mixed-precision",
-        choices=["float32", "mixed_float16", "mixed_bfloat16"],
-        help="overrides training.mixed_precision: float32 for a recipe of "
-        "mixed_bfloat16 on a CPU without bfloat16 instructions",
+        choices=["float32", "mixed_float16", "mixed_bfloat16", "auto"],
+        help="overrides training.mixed_precision (auto: mixed_bfloat16 where "
+        "the GPUs or the CPU compute bfloat16 in hardware, float32 elsewhere)",
     )
     train.add_argument(
         "--seed",

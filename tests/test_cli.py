@@ -727,6 +727,6 @@ def test_verbose_after_the_command_shows_the_traceback(tmp_path):
 
 def test_mixed_precision_offers_every_policy_of_the_recipes():
     parser = cli_parser.build_parser()
-    for policy in POLICIES:
+    for policy in (*POLICIES, "auto"):
         argv = ["train", "--config", "C", "--mixed-precision", policy]
         assert parser.parse_args(argv).mixed_precision == policy

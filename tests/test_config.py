@@ -393,7 +393,7 @@ def test_the_recipe_reference_in_the_docs_is_current():
 def test_the_reference_shows_choices_as_written():
     # Type names become YAML names ("float" -> "number"), choices do not.
     page = reference_markdown()
-    assert "one of [float32, mixed_float16, mixed_bfloat16]" in page
+    assert "one of [float32, mixed_float16, mixed_bfloat16, auto]" in page
     assert "| `training.snapshot_minutes` | list of numbers |" in page
     assert "| `training.snapshot_steps` | list of integers | `[]` |" in page
 

@@ -110,7 +110,12 @@ from keras_transformer.training.interrupt import (
     TrainingDiverged,
     TrainingInterrupted,
 )
-from keras_transformer.training.precision import cpu_flags, cpu_precision_warning
+from keras_transformer.training.precision import (
+    AUTO,
+    auto_policy,
+    cpu_flags,
+    cpu_precision_warning,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -235,10 +240,15 @@ def _start(config, out, chief, verbose, overwrite, evaluate) -> dict:
             tokenizer.save(out / TOKENIZER_DIR)
     keras.utils.set_random_seed(tr.seed)
     previous_policy = keras.config.dtype_policy()
-    set_mixed_precision(tr.mixed_precision)
-    if chief and tr.mixed_precision != "float32":
+    policy = tr.mixed_precision
+    if policy == AUTO:
+        policy, why = auto_policy(_gpu_capabilities(), cpu_flags())
+        if chief:
+            logger.info("training.mixed_precision: auto trains in %s: %s", policy, why)
+    set_mixed_precision(policy)
+    if chief and policy != "float32":
         gpus = len(keras.distribution.list_devices("gpu"))
-        slow = cpu_precision_warning(tr.mixed_precision, gpus, cpu_flags())
+        slow = cpu_precision_warning(policy, gpus, cpu_flags())
         if slow:
             logger.warning(slow)
     try:
@@ -247,6 +257,7 @@ def _start(config, out, chief, verbose, overwrite, evaluate) -> dict:
         )
     finally:
         keras.config.set_dtype_policy(previous_policy)
+    summary["mixed_precision"] = policy
     if not chief:
         return summary
     model, tokenizer = _load(out)
@@ -264,6 +275,16 @@ def _start(config, out, chief, verbose, overwrite, evaluate) -> dict:
     record_entries(out, TRANSLATOR_DIR)
     _export(translator, out / TRANSLATOR_DIR)
     return write_summary(out, {**summary, "finished": True})
+
+
+def _gpu_capabilities() -> list[tuple[int, int] | None]:
+    """Each GPU TensorFlow sees: its compute capability, or None."""
+    import tensorflow as tf
+
+    return [
+        tf.config.experimental.get_device_details(gpu).get("compute_capability")
+        for gpu in tf.config.list_physical_devices("GPU")
+    ]
 
 
 def _chief_by_environment(strategy: str) -> bool:

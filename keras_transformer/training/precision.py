@@ -1,6 +1,7 @@
 """Choosing the global floating-point policy for training."""
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import keras
@@ -8,6 +9,9 @@ import keras
 logger = logging.getLogger(__name__)
 
 POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+# `training.mixed_precision: auto`: mixed_bfloat16 where the machine computes
+# bfloat16 in hardware, float32 elsewhere (`auto_policy`).
+AUTO = "auto"
 
 # The /proc/cpuinfo flags of the instructions that compute in each mixed
 # policy's half-precision type; without them the CPU converts in software.
@@ -113,3 +117,46 @@ def cpu_precision_warning(
         f"{' or '.join(needed)} instructions converts in software and may "
         'train slower than float32 (docs/training.md, "Mixed precision")'
     )
+
+
+def auto_policy(
+    gpu_capabilities: Sequence[tuple[int, int] | None],
+    flags: frozenset[str] | None,
+) -> tuple[str, str]:
+    """The policy `training.mixed_precision: auto` trains in here, and why.
+
+    `mixed_bfloat16` where bfloat16 products run in hardware: on GPUs when
+    every one the run sees has compute capability 8.0 or more (Ampere on),
+    and without a GPU on a CPU that lists `avx512_bf16` or `amx_bf16`.
+    Elsewhere `float32`: on a CPU without those instructions bfloat16 is
+    converted in software, and the two-hour recipe trained about 4.6 times
+    slower in it than in float32 on an AVX2 CPU (docs/training.md, "Mixed
+    precision"). Unknown capabilities or flags count as missing.
+
+    Args:
+        gpu_capabilities: each GPU's (major, minor) compute capability, or
+            None where it is not known; empty without a GPU.
+        flags: the CPU's flags (`cpu_flags()`), or None.
+
+    Example:
+
+    >>> auto_policy([], frozenset({"avx2", "fma"}))
+    ('float32', 'the CPU lists neither avx512_bf16 nor amx_bf16')
+    >>> auto_policy([], frozenset({"avx512f", "avx512_bf16"}))[0]
+    'mixed_bfloat16'
+    >>> auto_policy([(8, 0)], None)[0], auto_policy([(7, 5)], None)[0]
+    ('mixed_bfloat16', 'float32')
+    """
+    if gpu_capabilities:
+        if all(c is not None and tuple(c) >= (8, 0) for c in gpu_capabilities):
+            return "mixed_bfloat16", "every GPU has compute capability 8.0 or more"
+        return "float32", "a GPU has compute capability below 8.0 (or unknown)"
+    needed = _CPU_FLAGS["mixed_bfloat16"]
+    if flags is not None and flags.intersection(needed):
+        return (
+            "mixed_bfloat16",
+            f"the CPU lists {' or '.join(sorted(flags & set(needed)))}",
+        )
+    if flags is None:
+        return "float32", "the CPU's flags cannot be read"
+    return "float32", f"the CPU lists neither {' nor '.join(needed)}"

@@ -83,6 +83,33 @@ def test_mixed_precision_run_restores_the_policy_and_uses_the_overrides(
     assert not [p for p in (tmp_path / "run").rglob("*") if ".tmp" in p.name]
 
 
+@pytest.mark.slow
+def test_auto_precision_trains_in_bfloat16_where_the_cpu_computes_it(
+    tmp_path, monkeypatch, caplog
+):
+    # No GPU; a CPU that lists bfloat16 dot products (the Zen 4 of the rows).
+    monkeypatch.setattr(train, "_gpu_capabilities", lambda: [])
+    monkeypatch.setattr(train, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    with caplog.at_level(logging.INFO, logger="keras_transformer"):
+        summary = train_from_config(_config(tmp_path, mixed_precision="auto"))
+    said = [m for r in caplog.records if "mixed_precision" in (m := r.getMessage())]
+    assert said == [
+        "training.mixed_precision: auto trains in mixed_bfloat16: "
+        "the CPU lists avx512_bf16"
+    ]
+    assert not [r for r in caplog.records if "converts in software" in r.msg]
+    assert summary["mixed_precision"] == "mixed_bfloat16"
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())[
+        "mixed_precision"
+    ] == ("mixed_bfloat16")
+    model, _ = load_trained(tmp_path / "run")
+    assert model.dtype_policy.name == "mixed_bfloat16"
+    assert keras.config.dtype_policy().name == "float32"  # as before the run
+    # The run's recipe keeps "auto": resumed elsewhere, it chooses again.
+    recipe = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert recipe["training"]["mixed_precision"] == "auto"
+
+
 def _weights(path):
     return keras.models.load_model(path, compile=False).get_weights()
 

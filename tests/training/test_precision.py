@@ -4,7 +4,11 @@ import keras
 import pytest
 
 from keras_transformer.training import set_mixed_precision
-from keras_transformer.training.precision import cpu_flags, cpu_precision_warning
+from keras_transformer.training.precision import (
+    auto_policy,
+    cpu_flags,
+    cpu_precision_warning,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -83,3 +87,24 @@ def test_cpu_precision_warning(policy, gpus, flags, names):
         assert warning.startswith(
             f"training.mixed_precision: {policy} on a CPU without {names} instructions"
         )
+
+
+@pytest.mark.parametrize(
+    "gpus, flags, policy",
+    [
+        ([], {"avx2", "fma"}, "float32"),  # Zen 2 and 3: converted in software
+        ([], {"avx512f", "avx512_fp16"}, "float32"),
+        ([], None, "float32"),  # flags unknown
+        ([], {"avx512f", "avx512_bf16"}, "mixed_bfloat16"),  # Zen 4
+        ([], {"amx_bf16"}, "mixed_bfloat16"),  # Xeon with AMX
+        ([(8, 0)], {"avx2"}, "mixed_bfloat16"),  # a GPU computes: A100
+        ([(9, 0), (8, 6)], None, "mixed_bfloat16"),
+        ([(7, 0)], {"avx512_bf16"}, "float32"),  # V100: no bfloat16 units
+        ([(9, 0), (7, 5)], None, "float32"),  # every GPU must have them
+        ([None], {"amx_bf16"}, "float32"),  # capability unknown
+    ],
+)
+def test_auto_policy(gpus, flags, policy):
+    flags = None if flags is None else frozenset(flags)
+    chosen, why = auto_policy(gpus, flags)
+    assert chosen == policy and why
