@@ -41,6 +41,7 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import keras
@@ -240,17 +241,16 @@ def _start(config, out, chief, verbose, overwrite, evaluate) -> dict:
             tokenizer.save(out / TOKENIZER_DIR)
     keras.utils.set_random_seed(tr.seed)
     previous_policy = keras.config.dtype_policy()
+    gpus, flags = _gpu_capabilities(), cpu_flags()
     policy = tr.mixed_precision
     if policy == AUTO:
-        policy, why = auto_policy(_gpu_capabilities(), cpu_flags())
+        policy, why = auto_policy(gpus, flags)
         if chief:
             logger.info("training.mixed_precision: auto trains in %s: %s", policy, why)
     set_mixed_precision(policy)
-    if chief and policy != "float32":
-        gpus = len(keras.distribution.list_devices("gpu"))
-        slow = cpu_precision_warning(policy, gpus, cpu_flags())
-        if slow:
-            logger.warning(slow)
+    slow = cpu_precision_warning(policy, len(gpus), flags)
+    if chief and slow:
+        logger.warning(slow)
     try:
         summary = _train(
             config, strategy, chief, out, verbose, splits, tokenizer, prepared
@@ -676,7 +676,9 @@ class _Log(keras.callbacks.Callback):
     the speed over any stretch of a run can be read back from its history.
     """
 
-    def __init__(self, history: dict, minutes, per_step: bool = False) -> None:
+    def __init__(
+        self, history: dict, minutes: Callable[[], float], per_step: bool = False
+    ) -> None:
         super().__init__()
         self.history = history
         self.minutes = minutes
